@@ -1,0 +1,1 @@
+"""Speech in: voice activity detection and streaming recognition."""

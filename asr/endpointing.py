@@ -1,0 +1,75 @@
+"""Speech edges from per-frame speech probabilities (no I/O, no model).
+
+The VAD model gives one probability per 32 ms frame; :class:`Endpointer` turns
+them into confirmed edges with hysteresis. Speech starts once ``min_speech_s``
+of frames above ``threshold`` have been heard, gaps shorter than
+``start_gap_s`` between them allowed (a short word, a stop consonant), and its
+onset is the first of those frames. It ends once the probability stayed below
+``threshold - 0.15`` for ``hangover_s``. Edge times are exact frame times on the
+session's timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    threshold: float = 0.5
+    min_speech_s: float = 0.25
+    hangover_s: float = 0.5
+    preroll_s: float = 0.3  # audio kept before the onset for the ASR
+    start_gap_s: float = 0.2  # silence that resets a not yet confirmed start
+
+
+@dataclass(frozen=True)
+class SpeechStart:
+    onset: float  # where speech began
+    t: float  # when that was confirmed
+
+
+@dataclass(frozen=True)
+class SpeechEnd:
+    end: float  # where speech ended
+    t: float  # when the hangover confirmed it
+
+
+class Endpointer:
+    def __init__(self, config: EndpointConfig, frame_s: float) -> None:
+        self.config = config
+        self.frame_s = frame_s
+        self.in_speech = False
+        self._run_start: float | None = None  # first voiced frame of a start being confirmed
+        self._voiced_s = 0.0  # voiced time heard since _run_start
+        self._last_voiced_end = 0.0
+        self.silence_s = 0.0  # trailing silence in the current utterance
+
+    def push(self, prob: float, t: float) -> SpeechStart | SpeechEnd | None:
+        """One frame that spans ``t .. t + frame_s``."""
+        cfg = self.config
+        end_t = t + self.frame_s
+        if not self.in_speech:
+            if prob >= cfg.threshold:
+                if self._run_start is None:
+                    self._run_start = t
+                    self._voiced_s = 0.0
+                self._voiced_s += self.frame_s
+                self._last_voiced_end = end_t
+                if self._voiced_s >= cfg.min_speech_s - 1e-9:
+                    self.in_speech = True
+                    self.silence_s = 0.0
+                    return SpeechStart(self._run_start, end_t)
+            elif self._run_start is not None and end_t - self._last_voiced_end > cfg.start_gap_s + 1e-9:
+                self._run_start = None
+            return None
+        if prob >= cfg.threshold - 0.15:
+            self._last_voiced_end = end_t
+            self.silence_s = 0.0
+            return None
+        self.silence_s = end_t - self._last_voiced_end
+        if self.silence_s >= cfg.hangover_s - 1e-9:
+            self.in_speech = False
+            self._run_start = None
+            return SpeechEnd(self._last_voiced_end, end_t)
+        return None

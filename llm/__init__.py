@@ -1,0 +1,1 @@
+"""The language model: one streaming interface, two backends."""

@@ -1,0 +1,34 @@
+"""The LLM interface the pipeline talks to.
+
+``stream(messages, request_id)`` is an async iterator of text deltas. To cancel,
+close it (``aclose()``) or cancel the task iterating it: the backend then
+aborts the request inside the engine (embedded vLLM) or closes the HTTP stream
+(a server), so no further token is generated for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_tokens: int = 96  # a spoken reply is short; this bounds a runaway one
+    temperature: float = 0.0  # greedy: replies are repeatable on virtual time
+    top_p: float = 1.0
+    repetition_penalty: float = 1.2  # small models loop on greedy decoding without it
+    seed: int = 0
+
+
+class LLMError(RuntimeError):
+    """The LLM failed mid-request (engine died, server gone, bad reply)."""
+
+
+class LLM(Protocol):
+    name: str
+
+    def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[str]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,87 @@
+"""The remote backend: any OpenAI-compatible streaming chat endpoint.
+
+Works with a vLLM server (``python -m vllm.entrypoints.openai.api_server``) and
+anything else that speaks ``POST /v1/chat/completions`` with ``stream: true``
+(server-sent events). Cancelling closes the HTTP stream, which makes vLLM drop
+the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from llm.base import GenerationConfig, LLMError
+
+
+class OpenAIChatClient:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        generation: GenerationConfig | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        base = base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        self.base_url = base
+        self.model = model
+        self.generation = generation or GenerationConfig()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.name = f"http:{self.base_url}"
+        # trust_env=False: a proxy from the environment must not capture loopback traffic.
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=False
+        )
+
+    async def _model_name(self) -> str:
+        if self.model is None:
+            r = await self._client.get(f"{self.base_url}/models")
+            r.raise_for_status()
+            self.model = r.json()["data"][0]["id"]
+        return self.model
+
+    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[str]:
+        g = self.generation
+        try:
+            body = {
+                "model": await self._model_name(),
+                "messages": messages,
+                "stream": True,
+                "max_tokens": g.max_tokens,
+                "temperature": g.temperature,
+                "top_p": g.top_p,
+                "seed": g.seed,
+                # Not in OpenAI's API; vLLM and llama.cpp servers take it, others ignore it.
+                "repetition_penalty": g.repetition_penalty,
+            }
+            async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as r:
+                if r.status_code != 200:
+                    detail = (await r.aread()).decode(errors="replace")[:200]
+                    raise LLMError(f"{self.base_url}: HTTP {r.status_code}: {detail}")
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    try:
+                        event = json.loads(data)
+                    except json.JSONDecodeError as e:
+                        raise LLMError(f"{self.base_url}: malformed stream event: {data[:80]!r}") from e
+                    if "error" in event:
+                        raise LLMError(f"{self.base_url}: {event['error']}")
+                    for choice in event.get("choices", []):
+                        delta = choice.get("delta", {}).get("content")
+                        if delta:
+                            yield delta
+            raise LLMError(f"{self.base_url}: the stream ended without [DONE]")
+        except httpx.HTTPError as e:
+            raise LLMError(f"{self.base_url}: {type(e).__name__}: {e}") from e
+
+    async def close(self) -> None:
+        await self._client.aclose()

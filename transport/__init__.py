@@ -1,0 +1,1 @@
+"""Where audio comes from and goes to: replay files, sound card, WebSocket."""

@@ -1,0 +1,1 @@
+"""Speech out: piper synthesis with word timings."""

@@ -1,0 +1,1 @@
+"""Real-time voice assistant: session, turn-taking core, history, entry point."""

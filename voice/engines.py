@@ -1,0 +1,101 @@
+"""The engines a process loads once and every session shares."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnxruntime
+
+from asr.vad import load_session
+from asr.whisper import WhisperRecognizer
+from llm.base import LLM, GenerationConfig
+from tts.piper_tts import PiperTTS
+from voice import models
+
+
+@dataclass
+class EngineConfig:
+    asr_model: str = "base"
+    partial_model: str | None = "tiny.en"  # None: no partial hypotheses
+    voice: str = "joe"
+    llm_model: str = "smollm2-135m"
+    llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
+    llm_compile: bool = False  # torch.compile in the embedded engine (slow start on the CPU)
+    device: str = "auto"
+    output_rate: int = 24000
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    cache_dir: Path = models.ROOT / ".cache"
+
+    def check_models(self) -> None:
+        """Raise MissingModelError before anything slow is loaded."""
+        models.asr_model_path(self.asr_model)
+        if self.partial_model:
+            models.asr_model_path(self.partial_model)
+        models.voice_path(self.voice)
+        models.vad_model_path()
+        if self.llm_url is None:
+            models.llm_model_path(self.llm_model)
+
+
+@dataclass
+class Engines:
+    vad_session: onnxruntime.InferenceSession
+    asr_final: WhisperRecognizer
+    asr_partial: WhisperRecognizer | None
+    llm: LLM
+    tts: PiperTTS
+    output_rate: int
+    load_times: dict[str, float] = field(default_factory=dict)
+    # One thread each: the final pass never queues behind a partial pass, and
+    # TTS never waits for ASR.
+    final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
+    partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
+    tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
+
+    async def aclose(self) -> None:
+        await self.llm.close()
+        for ex in (self.final_executor, self.partial_executor, self.tts_executor):
+            ex.shutdown(wait=False, cancel_futures=True)
+
+
+def load_engines(cfg: EngineConfig) -> Engines:
+    """Load every engine once (seconds to a minute: see the README)."""
+    cfg.check_models()
+    times: dict[str, float] = {}
+
+    def timed(name: str, fn):
+        t0 = time.monotonic()
+        value = fn()
+        times[name] = round(time.monotonic() - t0, 2)
+        return value
+
+    llm: LLM
+    if cfg.llm_url:
+        from llm.openai_http import OpenAIChatClient
+
+        llm = timed("llm", lambda: OpenAIChatClient(cfg.llm_url, generation=cfg.generation))
+    else:
+        from llm.vllm_engine import VLLMEngine
+
+        llm = timed(
+            "llm",
+            lambda: VLLMEngine(
+                models.llm_model_path(cfg.llm_model),
+                cfg.cache_dir,
+                cfg.generation,
+                enforce_eager=not cfg.llm_compile,
+            ),
+        )
+    vad = timed("vad", lambda: load_session(models.vad_model_path()))
+    asr_final = timed("asr_final", lambda: WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device))
+    asr_partial = None
+    if cfg.partial_model:
+        asr_partial = timed(
+            "asr_partial",
+            lambda: WhisperRecognizer(models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1),
+        )
+    tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
+    return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times)

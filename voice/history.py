@@ -1,0 +1,52 @@
+"""The conversation so far: finalized turns only.
+
+A user turn is added at the ASR final, an assistant turn when its playback
+ended (or, later, when it was cut). What is still in flight lives in the
+playback ledger, never here, so nothing partial can be stored as final.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass
+class Turn:
+    role: Role
+    text: str
+    t_start: float | None = None  # seconds on the session's timeline
+    t_end: float | None = None
+    generated_text: str | None = None  # assistant: everything the LLM produced
+    interrupted: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        d.update(extra)
+        return {k: v for k, v in d.items() if (v is not None and v is not False) or k == "text"}
+
+
+@dataclass
+class History:
+    turns: list[Turn] = field(default_factory=list)
+
+    def add(self, turn: Turn) -> Turn:
+        if not turn.text.strip():
+            raise ValueError("an empty turn is not stored")
+        self.turns.append(turn)
+        return turn
+
+    def messages(self, system_prompt: str | None) -> list[dict[str, str]]:
+        """Chat messages for the next LLM request."""
+        out: list[dict[str, str]] = []
+        if system_prompt:
+            out.append({"role": "system", "content": system_prompt})
+        out.extend({"role": t.role, "content": t.text} for t in self.turns)
+        return out
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [t.to_json() for t in self.turns]

