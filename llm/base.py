@@ -15,7 +15,7 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    max_tokens: int = 96  # a spoken reply is short; this bounds a runaway one
+    max_tokens: int = 64  # a spoken reply is short; this bounds a runaway one
     temperature: float = 0.0  # greedy: replies are repeatable on virtual time
     top_p: float = 1.0
     repetition_penalty: float = 1.2  # small models loop on greedy decoding without it

@@ -26,8 +26,11 @@ class ReplayResult:
     duration_s: float  # input plus the tail fed while the reply finished
 
 
-async def replay(session: Session, audio: np.ndarray, settle: bool, max_tail_s: float = 60.0) -> ReplayResult:
-    """Feed ``audio`` (16 kHz mono) through ``session``; return the reply audio."""
+async def replay(session: Session, audio: np.ndarray, settle: bool, max_tail_s: float = 120.0) -> ReplayResult:
+    """Feed ``audio`` (16 kHz mono) through ``session``; return the reply audio.
+
+    ``settle=True`` is virtual time; the session should then be in lockstep.
+    """
     in_block = round(BLOCK_S * ASR_RATE)
     out_rate = session.output_rate
     out_block = round(BLOCK_S * out_rate)

@@ -39,8 +39,15 @@ def _onnx_cuda() -> bool:
 
 
 class PiperTTS:
-    def __init__(self, voice_path: Path, output_rate: int, use_cuda: bool | None = None) -> None:
+    def __init__(
+        self, voice_path: Path, output_rate: int, use_cuda: bool | None = None, noise_w_scale: float | None = 0.0
+    ) -> None:
+        """``noise_w_scale=0`` fixes phoneme durations: the same text always
+        takes the same number of samples, so replays on virtual time repeat
+        exactly (the waveform's own noise still varies, inaudibly). ``None``
+        keeps the voice's random durations."""
         from piper import PiperVoice
+        from piper.config import SynthesisConfig
 
         self.use_cuda = _onnx_cuda() if use_cuda is None else use_cuda
         # The provisioned model already exposes the alignment output (see
@@ -49,6 +56,7 @@ class PiperTTS:
         self.name = voice_path.stem
         self.voice_rate = self.voice.config.sample_rate
         self.output_rate = output_rate
+        self._syn_config = SynthesisConfig(noise_w_scale=noise_w_scale)
 
     def synthesize(self, text: str, cancel: threading.Event | None = None) -> Iterator[SpeechPiece]:
         words = speakable(text).split()
@@ -63,7 +71,7 @@ class PiperTTS:
             mine = words[taken:] if last else words[taken : taken + counts[i]]
             taken += len(mine)
             ids = self.voice.phonemes_to_ids(phonemes)
-            result = self.voice.phoneme_ids_to_audio(ids, include_alignments=True)
+            result = self.voice.phoneme_ids_to_audio(ids, self._syn_config, include_alignments=True)
             audio, id_samples = result if isinstance(result, tuple) else (result, None)
             audio = np.asarray(audio, dtype=np.float32).reshape(-1)
             peak = float(np.max(np.abs(audio))) if audio.size else 0.0

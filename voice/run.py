@@ -100,7 +100,7 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     args.out.mkdir(parents=True, exist_ok=True)
     log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
     clock = VirtualClock() if args.fast else MonotonicClock()
-    session = Session(engines, clock, session_cfg, on_event=log)
+    session = Session(engines, clock, session_cfg, on_event=log, lockstep=args.fast)
     try:
         result = await replay(session, audio, settle=args.fast)
     finally:

@@ -57,7 +57,12 @@ class Session:
         config: SessionConfig | None = None,
         on_event: EventSink | None = None,
         history: History | None = None,
+        lockstep: bool = False,
     ) -> None:
+        """``lockstep=True`` is for virtual time: engine work is taken as
+        instant, so each stage finishes what it was given before the stage
+        upstream goes on (a chunk is synthesized before the next LLM delta is
+        read). The order of events then no longer depends on the machine."""
         self.engines = engines
         self.clock = clock
         self.config = config or SessionConfig()
@@ -74,6 +79,10 @@ class Session:
         self._out: deque[np.ndarray] = deque()  # reply audio waiting for the speaker
         self._tts_queue: asyncio.Queue[Synthesize] = asyncio.Queue()
         self._tts_task: asyncio.Task | None = None
+        self._tts_pending = 0
+        self._tts_idle = asyncio.Event()
+        self._tts_idle.set()
+        self.lockstep = lockstep
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -154,6 +163,8 @@ class Session:
                 self._spawn(self._generate(cmd))
             elif isinstance(cmd, Synthesize):
                 self._work_started()
+                self._tts_pending += 1
+                self._tts_idle.clear()
                 self._tts_queue.put_nowait(cmd)
                 if self._tts_task is None:
                     self._tts_task = asyncio.get_running_loop().create_task(self._tts_worker())
@@ -240,6 +251,8 @@ class Session:
         try:
             async for delta in stream:
                 self._run(self.conversation.llm_delta(cmd.response, delta, self.clock.now()))
+                if self.lockstep:
+                    await self._tts_idle.wait()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # LLMError or an engine crash: end the reply with what was generated
@@ -258,6 +271,9 @@ class Session:
             try:
                 await self._synthesize(loop, cmd)
             finally:
+                self._tts_pending -= 1
+                if self._tts_pending == 0:
+                    self._tts_idle.set()
                 self._work_done()
 
     async def _synthesize(self, loop: asyncio.AbstractEventLoop, cmd: Synthesize) -> None:

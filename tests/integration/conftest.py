@@ -1,0 +1,62 @@
+"""The real engines, loaded once per test session and shared by every test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from transport.replay import replay
+from voice.audio import load_audio
+from voice.clock import MonotonicClock, VirtualClock
+from voice.engines import EngineConfig, Engines, load_engines
+from voice.session import Session, SessionConfig
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def engines() -> Engines:
+    eng = await asyncio.to_thread(load_engines, EngineConfig())
+    yield eng
+    await eng.aclose()
+
+
+@dataclass
+class Run:
+    events: list[dict[str, Any]]
+    transcript: list[dict[str, Any]]
+    reply: np.ndarray
+    rate: int
+    errors: list[str]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    def user_text(self) -> str:
+        return " ".join(t["text"] for t in self.transcript if t["role"] == "user")
+
+
+async def run_replay(
+    engines: Engines, audio: np.ndarray | Path, fast: bool = True, config: SessionConfig | None = None
+) -> Run:
+    if isinstance(audio, Path):
+        audio = load_audio(audio)
+    events: list[dict[str, Any]] = []
+    clock = VirtualClock() if fast else MonotonicClock()
+    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
+    try:
+        result = await replay(session, audio, settle=fast)
+    finally:
+        await session.aclose()
+    json.dumps(events)  # every event must serialise
+    return Run(events, session.history.to_json(), result.reply, engines.output_rate, session.errors)
+
+
+@pytest.fixture
+def replay_run():
+    return run_replay

@@ -1,0 +1,113 @@
+"""End to end on the real engines (Silero, faster-whisper, vLLM, piper) and
+real recordings, on virtual time unless the test is about real time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import recordings
+from voice.audio import ASR_RATE, load_audio
+from voice.latency import turn_latencies
+from voice.scoring import word_error_rate
+
+pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
+
+ORDER = ["response_start", "llm_first_token", "tts_chunk", "playback_start", "playback_end", "turn_end"]
+
+
+def assert_events_in_order(run) -> None:
+    times = [e["t"] for e in run.events]
+    assert times == sorted(times), "event times go back"
+    starts = {e["utterance"]: e["t"] for e in run.of("speech_start")}
+    ends = {e["utterance"]: e for e in run.of("speech_end")}
+    for u, t_end in ends.items():
+        assert starts[u] < t_end["t"] and t_end["end"] <= t_end["t"]
+    for final in run.of("asr_final"):
+        assert final["t"] >= ends[final["utterance"]]["t"]
+    for r in {e["response"] for e in run.of("response_start")}:
+        seq = [e["type"] for e in run.events if e.get("response") == r and e["type"] in ORDER]
+        firsts = [k for i, k in enumerate(seq) if k not in seq[:i]]
+        assert firsts == ORDER, f"response {r}: {seq}"
+
+
+def envelope(audio: np.ndarray, rate: int) -> np.ndarray:
+    """RMS level of each 20 ms block."""
+    n = rate // 50
+    blocks = audio[: len(audio) // n * n].reshape(-1, n)
+    return np.sqrt((blocks**2).mean(axis=1))
+
+
+def audible_seconds(reply: np.ndarray, rate: int) -> float:
+    """Seconds of 20 ms blocks whose level is above -40 dBFS."""
+    return float((envelope(reply, rate) > 0.01).sum() / 50)
+
+
+@pytest.mark.parametrize("rec", recordings(), ids=lambda r: r.name)
+async def test_recording_is_transcribed_and_answered(engines, replay_run, rec):
+    run = await replay_run(engines, rec.path)
+    assert run.errors == []
+    wer = word_error_rate(rec.transcript, run.user_text())
+    assert wer <= 0.2, f"WER {wer:.2f}: {run.user_text()!r}"
+    users = [t for t in run.transcript if t["role"] == "user"]
+    assistants = [t for t in run.transcript if t["role"] == "assistant"]
+    assert users and len(assistants) == len(users), run.transcript
+    assert all(len(a["text"].split()) >= 2 for a in assistants)
+    # Each turn is answered with audible speech, after the person stopped.
+    assert audible_seconds(run.reply, run.rate) >= 0.5 * len(users)
+    for start in run.of("playback_start"):
+        pos = round(start["t"] * run.rate)
+        chunks = [e["text"] for e in run.of("tts_chunk") if e["response"] == start["response"]]
+        assert np.abs(run.reply[pos : pos + run.rate // 2]).max() > 0.05, (start, chunks)
+    assert_events_in_order(run)
+    assert len(run.of("asr_partial")) >= 1 or rec.duration_s < 3
+
+
+async def test_virtual_time_is_exactly_repeatable(engines, replay_run):
+    path = recordings()[0].path
+    a = await replay_run(engines, path)
+    b = await replay_run(engines, path)
+    assert a.events == b.events
+    # Speech in the same places; piper's waveform noise makes the samples differ.
+    assert len(a.reply) == len(b.reply)
+    assert np.corrcoef(envelope(a.reply, a.rate), envelope(b.reply, b.rate))[0, 1] > 0.9
+
+
+async def test_reply_audio_is_on_the_input_timeline(engines, replay_run):
+    rec = next(r for r in recordings() if "aew_a0003" in r.name)
+    run = await replay_run(engines, rec.path)
+    (start,) = run.of("playback_start")
+    first = int(np.argmax(np.abs(run.reply) > 1e-3))
+    assert abs(first / run.rate - start["t"]) < 0.05  # the first sample out is where the log says
+    (end,) = run.of("speech_end")
+    assert start["t"] > end["end"]  # never answers before the person has finished
+
+
+async def test_two_turns_keep_the_conversation(engines, replay_run):
+    recs = {r.name: r for r in recordings()}
+    first = load_audio(recs["cmu_arctic_us_aew_a0003"].path)
+    second = load_audio(recs["cmu_arctic_us_axb_a0004"].path)
+    gap = np.zeros(ASR_RATE * 12, dtype=np.float32)  # room for the first reply to be played
+    run = await replay_run(engines, np.concatenate([first, gap, second]))
+    roles = [t["role"] for t in run.transcript]
+    assert roles == ["user", "assistant", "user", "assistant"], run.transcript
+    assert word_error_rate(recs["cmu_arctic_us_axb_a0004"].transcript, run.transcript[2]["text"]) <= 0.2
+    assert len(turn_latencies(run.events)) == 2
+
+
+async def test_real_time_runs_the_same_code(engines, replay_run):
+    rec = next(r for r in recordings() if "aew_a0003" in r.name)
+    run = await replay_run(engines, rec.path, fast=False)
+    assert run.errors == []
+    assert word_error_rate(rec.transcript, run.user_text()) <= 0.2
+    assert_events_in_order(run)
+    (turn,) = turn_latencies(run.events)
+    # On real time the engines take time: the first audio comes after the endpoint.
+    assert turn.voice_to_voice_s is not None and turn.voice_to_voice_s > turn.endpoint_s
+    assert turn.llm_first_token_s > 0 and turn.asr_final_s > 0
+
+
+async def test_silence_starts_no_turn(engines, replay_run):
+    run = await replay_run(engines, np.zeros(ASR_RATE * 3, dtype=np.float32))
+    assert run.events == [] and run.transcript == []
+    assert not run.reply.any()

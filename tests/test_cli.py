@@ -1,0 +1,93 @@
+"""`python -m voice.run` as a user runs it: bad input is one line and exit 2;
+the main job writes the reply, the event log and the transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from tests.conftest import FIXTURES, ROOT
+from voice.scoring import word_error_rate
+
+
+def voice_run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "voice.run", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(voice_run("--replay", str(tmp_path / "nope.wav"), "--out", str(tmp_path)), "no such file")
+
+
+def test_not_audio(tmp_path):
+    bad = tmp_path / "notes.wav"
+    bad.write_text("this is not audio\n")
+    assert_one_line_error(voice_run("--replay", str(bad), "--out", str(tmp_path)), "not a readable audio file")
+
+
+def test_empty_audio(tmp_path):
+    empty = tmp_path / "empty.wav"
+    sf.write(empty, [], 16000)
+    assert_one_line_error(voice_run("--replay", str(empty), "--out", str(tmp_path)), "empty")
+
+
+def test_missing_model_names_the_setup_command(tmp_path):
+    proc = voice_run(
+        "--replay", str(FIXTURES / "ljspeech_LJ001-0002.wav"), "--out", str(tmp_path),
+        env={"VOICE_MODELS_DIR": str(tmp_path / "no-models")},
+    )  # fmt: skip
+    assert_one_line_error(proc, "scripts/setup")
+
+
+def test_unknown_option_is_a_usage_error():
+    proc = voice_run("--no-such-option")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.engines
+def test_main_job_replays_a_stereo_44k_recording(tmp_path):
+    """The README's main job, on a file at another rate and in stereo."""
+    import numpy as np
+
+    from voice.audio import load_audio, resample
+
+    mono = load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")
+    stereo = np.stack([resample(mono, 16000, 44100)] * 2, axis=1)
+    src = tmp_path / "stereo44k.flac"
+    sf.write(src, stereo, 44100)
+    out = tmp_path / "out"
+    proc = voice_run("--replay", str(src), "--out", str(out), "--fast")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "transcript:" in proc.stdout and "voice-to-voice" in proc.stdout
+    transcript = json.loads((out / "transcript.json").read_text())
+    assert [t["role"] for t in transcript] == ["user", "assistant"]
+    ref = "For the twentieth time that evening the two men shook hands."
+    assert word_error_rate(ref, transcript[0]["text"]) <= 0.2
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    kinds = {e["type"] for e in events}
+    want = {"speech_start", "speech_end", "asr_partial", "asr_final", "llm_first_token", "tts_chunk"}
+    assert want | {"playback_start", "playback_end", "turn_end"} <= kinds
+    reply, rate = sf.read(out / "reply.wav")
+    assert rate == 24000 and len(reply) / rate >= len(mono) / 16000
+    assert abs(reply).max() > 0.1

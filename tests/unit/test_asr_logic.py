@@ -1,0 +1,64 @@
+"""Endpointing, partial stability and the partial budget (pure logic)."""
+
+from __future__ import annotations
+
+from asr.endpointing import Endpointer, EndpointConfig, SpeechEnd, SpeechStart
+from asr.stability import LocalAgreement
+from asr.streaming import PartialConfig, PartialPolicy
+
+FRAME_S = 0.032
+
+
+def run(probs, cfg=EndpointConfig()):
+    ep = Endpointer(cfg, FRAME_S)
+    return [e for i, p in enumerate(probs) if (e := ep.push(p, i * FRAME_S)) is not None]
+
+
+def test_start_needs_minimum_speech_and_end_needs_hangover():
+    cfg = EndpointConfig(min_speech_s=0.256, hangover_s=0.48)
+    probs = [0.0] * 5 + [0.9] * 20 + [0.0] * 20
+    start, end = run(probs, cfg)
+    assert isinstance(start, SpeechStart) and isinstance(end, SpeechEnd)
+    assert abs(start.onset - 5 * FRAME_S) < 1e-9
+    assert abs(start.t - 13 * FRAME_S) < 1e-9  # 8 frames = 256 ms to confirm
+    assert abs(end.end - 25 * FRAME_S) < 1e-9
+    assert abs(end.t - end.end - 0.48) < FRAME_S
+
+
+def test_a_short_burst_is_not_speech():
+    assert run([0.0] * 5 + [0.9] * 4 + [0.0] * 30) == []
+
+
+def test_short_gaps_do_not_reset_the_start():
+    # "ask" (4 frames), a stop (3 frames), "not" (4 frames): one start, at "ask".
+    cfg = EndpointConfig(min_speech_s=0.25, start_gap_s=0.2)
+    (start, *_) = run([0.0] * 3 + [0.9] * 4 + [0.1] * 3 + [0.9] * 4 + [0.0] * 30, cfg)
+    assert abs(start.onset - 3 * FRAME_S) < 1e-9
+
+
+def test_hysteresis_keeps_speech_through_a_dip():
+    cfg = EndpointConfig(threshold=0.5, hangover_s=0.2)
+    events = run([0.9] * 10 + [0.4] * 20 + [0.9] * 5 + [0.0] * 20, cfg)
+    assert [type(e) for e in events] == [SpeechStart, SpeechEnd]
+
+
+def test_local_agreement_commits_what_two_passes_agree_on():
+    la = LocalAgreement()
+    assert la.update("ask not what") == ("", "ask not what")
+    assert la.update("ask not what your") == ("ask not what", "your")
+    assert la.update("Ask not, what your country") == ("ask not what your", "country")
+    # A pass that contradicts the committed words does not take them back.
+    assert la.update("has not") == ("ask not what your", "")
+
+
+def test_partial_policy_budget():
+    policy = PartialPolicy(PartialConfig(interval_s=1.0, min_audio_s=0.6, max_silence_s=0.1))
+    assert not policy.due(0.5, 0.0)  # too little audio
+    assert policy.due(1.0, 0.0)
+    assert not policy.due(1.0, 0.2)  # a pause: the endpoint may be near, the final comes first
+    policy.started(1.0)
+    assert not policy.due(3.0, 0.0)  # one at a time
+    assert policy.finished("hello") == ("", "hello")
+    assert not policy.due(1.5, 0.0)  # interval
+    assert policy.due(2.0, 0.0)
+    assert policy.finished("hello") is None  # unchanged text is not reported again

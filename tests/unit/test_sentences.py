@@ -1,0 +1,154 @@
+"""Sentence grouping: boundaries, the things that are not boundaries, and the
+property that any split of a text into deltas gives the text back."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voice.sentences import SentenceGrouper, speakable
+
+
+def group(text: str, deltas: list[str] | None = None, clause_words: int = 1000) -> list[str]:
+    """Chunks of ``text`` fed as ``deltas`` (char by char by default).
+
+    The early first-chunk cut at a clause is off unless ``clause_words`` says.
+    """
+    g = SentenceGrouper(first_clause_min_words=clause_words)
+    out: list[str] = []
+    for d in deltas if deltas is not None else list(text):
+        out += g.feed(d)
+    return out + g.flush()
+
+
+def test_plain_sentences():
+    assert group("Hello there. How are you? I am fine!") == ["Hello there.", "How are you?", "I am fine!"]
+
+
+def test_chunk_is_emitted_before_the_reply_ends():
+    g = SentenceGrouper()
+    assert g.feed("It is sunny today.") == []  # the next delta decides
+    assert g.feed(" Bring") == ["It is sunny today."]
+
+
+def test_abbreviations_and_titles_do_not_end_sentences():
+    text = "Dr. Smith met Mr. Jones, e.g. at noon. They talked."
+    assert group(text) == ["Dr. Smith met Mr. Jones, e.g. at noon.", "They talked."]
+
+
+def test_us_ends_a_sentence_only_before_a_capital():
+    assert group("He moved to the U.S. last year. Then he left.") == [
+        "He moved to the U.S. last year.",
+        "Then he left.",
+    ]
+    assert group("He lives in the U.S. The weather is fine.") == ["He lives in the U.S.", "The weather is fine."]
+
+
+def test_decimals_prices_times_urls_emails():
+    text = "It costs $3.50 at 10:30 a.m. today. Visit example.com or mail a.b@c.org now. Pi is 3.14."
+    assert group(text) == [
+        "It costs $3.50 at 10:30 a.m. today.",
+        "Visit example.com or mail a.b@c.org now.",
+        "Pi is 3.14.",
+    ]
+
+
+def test_ellipsis():
+    assert group("Well... maybe so. Wait… What?") == ["Well... maybe so.", "Wait…", "What?"]
+
+
+def test_quotes_stay_with_their_sentence():
+    assert group('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+
+
+def test_numbered_list():
+    text = "Three steps:\n1. Open the box.\n2. Take it out.\n3. Enjoy"
+    assert group(text, [text]) == ["Three steps:", "1. Open the box.", "2. Take it out.", "3. Enjoy"]
+
+
+def test_initials():
+    assert group("J. K. Rowling wrote it. Yes.") == ["J. K. Rowling wrote it.", "Yes."]
+
+
+def test_markdown_and_emoji_are_not_spoken():
+    text = "# Title\n**Bold** and _italic_ with `code` 😀. See [the docs](https://x.org/a).\n- item one"
+    assert group(text) == ["Title", "Bold and italic with code .", "See the docs.", "item one"]
+
+
+def test_snake_case_survives():
+    assert speakable("call my_function now") == "call my_function now"
+
+
+def test_first_chunk_may_end_at_a_clause():
+    chunks = group("Sure thing, my friend, here is the plan for today, and more. Then the rest, again.", clause_words=4)
+    assert chunks[0] == "Sure thing, my friend,"
+    assert "Then the rest, again." in chunks  # only the first chunk is cut early
+
+
+def test_short_clause_is_not_cut():
+    assert group("Yes, I can. Fine.", clause_words=4) == ["Yes, I can.", "Fine."]
+
+
+def test_long_text_without_punctuation_is_cut_between_words():
+    text = " ".join(["word"] * 200)
+    chunks = group(text)
+    assert len(chunks) > 1
+    assert all(set(c.split()) == {"word"} for c in chunks)
+    assert " ".join(chunks) == text
+
+
+def test_no_cut_inside_a_word():
+    for chunk in group("Version 2.0.1 is out. Ok.", ["Version 2", ".", "0", ".1 is out", ". Ok."]):
+        assert chunk in ("Version 2.0.1 is out.", "Ok.")
+
+
+def test_reset_forgets_the_buffer():
+    g = SentenceGrouper()
+    g.feed("Half a sent")
+    g.reset()
+    assert g.flush() == []
+
+
+# -- property: any split gives the text back ---------------------------------
+
+_WORDS = st.sampled_from(
+    [
+        "hello", "Dr.", "U.S.", "e.g.", "$3.50", "10:30", "example.com", "a@b.org", "3.14", "I", "The",
+        "quick", "fox", "etc.", "J.", "1.", "**bold**", "_it_", "`code`", "😀", "#", "-", "...", "…",
+        '"Stop."', "(yes)", "[link](http://x.y/z)", "Wait,", "ok;", "well:", "What?", "No!", "end.",
+        "snake_case", "co-op", "it's",
+    ]
+)  # fmt: skip
+_SEPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n", " \n"])
+
+
+@st.composite
+def texts_and_splits(draw):
+    words = draw(st.lists(_WORDS, min_size=0, max_size=40))
+    seps = draw(st.lists(_SEPS, min_size=len(words), max_size=len(words)))
+    text = "".join(w + s for w, s in zip(words, seps, strict=True)).rstrip(" ") if words else ""
+    cuts = sorted(draw(st.sets(st.integers(0, max(0, len(text))), max_size=20)))
+    deltas = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return text, deltas
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts_and_splits())
+def test_any_split_gives_the_text_back(case):
+    text, deltas = case
+    chunks = group(text, deltas, clause_words=4)
+    assert _norm(" ".join(chunks)) == _norm(speakable(text))
+    assert all(c == c.strip() and c for c in chunks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts_and_splits())
+def test_chunks_do_not_depend_on_the_split(case):
+    text, deltas = case
+    assert group(text, deltas, clause_words=4) == group(text, [text], clause_words=4)
