@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from asr.endpointing import Endpointer, EndpointConfig, SpeechEnd, SpeechStart
+from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
 from asr.stability import LocalAgreement
 from asr.streaming import PartialConfig, PartialPolicy
 
 FRAME_S = 0.032
 
 
-def run(probs, cfg=EndpointConfig()):
-    ep = Endpointer(cfg, FRAME_S)
+def run(probs, cfg: EndpointConfig | None = None):
+    ep = Endpointer(cfg or EndpointConfig(), FRAME_S)
     return [e for i, p in enumerate(probs) if (e := ep.push(p, i * FRAME_S)) is not None]
 
 

@@ -39,7 +39,11 @@ def test_a_full_turn():
     assert emitted(conv.llm_delta(r, "It is", 1.7)) == ["llm_first_token"]
     (syn,) = of(Synthesize, conv.llm_delta(r, " noon. And", 1.8))
     assert syn.text == "It is noon."
-    assert emitted(conv.tts_audio(r, syn.chunk, "It is noon.", 100, [Word("It", 20), Word("is", 50), Word("noon.", 100)], 1.9, True)) == ["tts_chunk"]
+    assert emitted(
+        conv.tts_audio(
+            r, syn.chunk, "It is noon.", 100, [Word("It", 20), Word("is", 50), Word("noon.", 100)], 1.9, True
+        )
+    ) == ["tts_chunk"]
     conv.tts_done(r, syn.chunk, 1.9)
     assert emitted(conv.played(60, 2.0)) == ["playback_start"] and conv.state is State.SPEAKING
     (syn2,) = of(Synthesize, conv.llm_done(r, 2.0))
@@ -49,7 +53,10 @@ def test_a_full_turn():
     assert conv.played(40, 2.1) == []  # 100 of 140 samples played
     assert emitted(conv.played(40, 2.2)) == ["playback_end", "turn_end"]
     assert conv.state is State.LISTENING
-    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "what time is it"), ("assistant", "It is noon. And")]
+    assert [(t.role, t.text) for t in conv.history.turns] == [
+        ("user", "what time is it"),
+        ("assistant", "It is noon. And"),
+    ]
     assert conv.history.turns[1].generated_text == "It is noon. And"
 
 
