@@ -32,3 +32,21 @@ class LLM(Protocol):
     def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[str]: ...
 
     async def close(self) -> None: ...
+
+
+def fit_to_context(messages: list[dict[str, str]], n_tokens, budget: int) -> list[dict[str, str]]:
+    """Drop the oldest turns until ``n_tokens(messages) <= budget``.
+
+    The system prompt and the newest message are always kept: a long
+    conversation forgets its beginning rather than failing the request.
+    """
+    system = [m for m in messages[:1] if m["role"] == "system"]
+    rest = messages[len(system) :]
+    while len(rest) > 1 and n_tokens(system + rest) > budget:
+        rest = rest[1:]
+    return system + rest
+
+
+def approx_tokens(messages: list[dict[str, str]]) -> int:
+    """A tokenizer-free upper estimate (English text is ~4 characters a token)."""
+    return sum(len(m["content"]) // 3 + 4 for m in messages)

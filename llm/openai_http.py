@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from llm.base import GenerationConfig, LLMError
+from llm.base import GenerationConfig, LLMError, approx_tokens, fit_to_context
 
 
 class OpenAIChatClient:
@@ -24,7 +24,9 @@ class OpenAIChatClient:
         generation: GenerationConfig | None = None,
         api_key: str | None = None,
         timeout_s: float = 30.0,
+        context_tokens: int = 2048,
     ) -> None:
+        self.context_tokens = context_tokens
         base = base_url.rstrip("/")
         if not base.endswith("/v1"):
             base += "/v1"
@@ -50,7 +52,7 @@ class OpenAIChatClient:
         try:
             body = {
                 "model": await self._model_name(),
-                "messages": messages,
+                "messages": fit_to_context(messages, approx_tokens, self.context_tokens - self.generation.max_tokens),
                 "stream": True,
                 "max_tokens": g.max_tokens,
                 "temperature": g.temperature,

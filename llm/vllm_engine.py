@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from llm.base import GenerationConfig, LLMError
+from llm.base import GenerationConfig, LLMError, fit_to_context
 
 
 def _configure_environment(cache_dir: Path) -> None:
@@ -67,13 +67,19 @@ class VLLMEngine:
             gpu_memory_utilization=0.3,
             seed=0,
         )
+        self.max_model_len = max_model_len
         self.engine = AsyncLLM.from_engine_args(args)
         self.tokenizer = self.engine.get_tokenizer()
 
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+    def _encode(self, messages: list[dict[str, str]]) -> list[int]:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         # The template already holds the special tokens.
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat prompt, with the oldest turns dropped if it would not fit."""
+        budget = self.max_model_len - self.generation.max_tokens
+        return self._encode(fit_to_context(messages, lambda m: len(self._encode(m)), budget))
 
     async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[str]:
         from vllm import SamplingParams

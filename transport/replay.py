@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import soxr
 
+from transport.echo_path import EchoPath
 from voice.audio import ASR_RATE
 from voice.session import Session
 
@@ -26,10 +28,15 @@ class ReplayResult:
     duration_s: float  # input plus the tail fed while the reply finished
 
 
-async def replay(session: Session, audio: np.ndarray, settle: bool, max_tail_s: float = 120.0) -> ReplayResult:
+async def replay(
+    session: Session, audio: np.ndarray, settle: bool, max_tail_s: float = 120.0, echo: EchoPath | None = None
+) -> ReplayResult:
     """Feed ``audio`` (16 kHz mono) through ``session``; return the reply audio.
 
     ``settle=True`` is virtual time; the session should then be in lockstep.
+    ``echo`` adds the assistant's output, through that simulated room, to the
+    microphone: what the speaker plays during a block comes back in the same
+    span of the next input block.
     """
     in_block = round(BLOCK_S * ASR_RATE)
     out_rate = session.output_rate
@@ -38,6 +45,8 @@ async def replay(session: Session, audio: np.ndarray, settle: bool, max_tail_s: 
     max_blocks = n_in_blocks + round(max_tail_s / BLOCK_S)
     reply: list[np.ndarray] = []
     silence = np.zeros(in_block, dtype=np.float32)
+    to_16k = soxr.ResampleStream(out_rate, ASR_RATE, 1, dtype="float32") if echo else None
+    echo_buf = np.zeros(0, dtype=np.float32)  # echo still to reach the microphone
     i = 0
     while i < max_blocks:
         if i >= n_in_blocks and session.idle:
@@ -47,8 +56,14 @@ async def replay(session: Session, audio: np.ndarray, settle: bool, max_tail_s: 
         block = audio[i * in_block : (i + 1) * in_block] if i < n_in_blocks else silence
         if len(block) < in_block:
             block = np.concatenate([block, silence[: in_block - len(block)]])
+        if echo is not None:
+            now, echo_buf = echo_buf[:in_block], echo_buf[in_block:]
+            block = block + np.pad(now, (0, in_block - len(now)))
         session.push_audio(block)
-        reply.append(session.pull_audio(out_block))
+        played = session.pull_audio(out_block)
+        reply.append(played)
+        if echo is not None and to_16k is not None:
+            echo_buf = np.concatenate([echo_buf, echo(to_16k.resample_chunk(played))])
         if settle:
             await session.settle()
         i += 1

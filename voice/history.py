@@ -12,6 +12,11 @@ from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 
+# An assistant turn the person cut off is sent to the LLM as the words they
+# heard followed by this marker, so that the model knows it was interrupted
+# there (and neither repeats nor assumes the unheard rest).
+INTERRUPTED_MARKER = " [interrupted by the user]"
+
 
 @dataclass
 class Turn:
@@ -45,7 +50,9 @@ class History:
         out: list[dict[str, str]] = []
         if system_prompt:
             out.append({"role": "system", "content": system_prompt})
-        out.extend({"role": t.role, "content": t.text} for t in self.turns)
+        for t in self.turns:
+            content = t.text + INTERRUPTED_MARKER if t.interrupted else t.text
+            out.append({"role": t.role, "content": content})
         return out
 
     def to_json(self) -> list[dict[str, Any]]:

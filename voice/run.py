@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from voice.engines import EngineConfig, load_engines
 from voice.latency import format_table, turn_latencies
 from voice.models import MissingModelError
 from voice.session import Session, SessionConfig
+from voice.turns import BargeInPolicy
 
 EXIT_USAGE = 2
 
@@ -51,6 +53,11 @@ class EventLog:
                 print(f"[{event['t']:7.2f}] you:       {event['text']}", file=self._echo, flush=True)
             elif event["type"] == "tts_chunk":
                 print(f"[{event['t']:7.2f}] assistant: {event['text']}", file=self._echo, flush=True)
+            elif event["type"] in ("barge_in", "backchannel", "playback_resumed"):
+                detail = event.get("text") or event.get("reason") or ""
+                print(f"[{event['t']:7.2f}] -- {event['type']} {detail}", file=self._echo, flush=True)
+            elif event["type"] == "truncate":
+                print(f"[{event['t']:7.2f}] -- heard: {event['text']!r}", file=self._echo, flush=True)
             elif event["type"] == "error":
                 print(f"[{event['t']:7.2f}] error in {event['where']}: {event['message']}", file=self._echo)
 
@@ -74,9 +81,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
     p.add_argument("--output-rate", type=int, default=24000, help="reply audio sample rate")
     p.add_argument("--vad-threshold", type=float, default=EndpointConfig.threshold)
-    p.add_argument("--min-speech-ms", type=int, default=round(EndpointConfig.min_speech_s * 1000))
+    p.add_argument(
+        "--min-speech-ms",
+        type=int,
+        default=round(EndpointConfig.min_speech_s * 1000),
+        help="speech needed to start a turn, and to pause the reply (barge-in minimum)",
+    )
     p.add_argument("--hangover-ms", type=int, default=round(EndpointConfig.hangover_s * 1000))
     p.add_argument("--preroll-ms", type=int, default=round(EndpointConfig.preroll_s * 1000))
+    p.add_argument("--echo-db", type=float, help="replay: add the reply back into the microphone at this level")
+    p.add_argument("--echo-delay-ms", type=float, default=30.0, help="replay: delay of that echo path")
+    p.add_argument("--no-aec", action="store_true", help="do not cancel the assistant's echo from the microphone")
+    p.add_argument(
+        "--barge-in-commit-ms",
+        type=int,
+        default=round(BargeInPolicy.commit_s * 1000),
+        help="speech over the reply this long is a barge-in without waiting for its words",
+    )
     p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
     return p
 
@@ -87,6 +108,7 @@ def fail(message: str) -> int:
 
 
 async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    from transport.echo_path import EchoPath
     from transport.replay import replay
     from voice.audio import write_wav
 
@@ -102,7 +124,8 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     clock = VirtualClock() if args.fast else MonotonicClock()
     session = Session(engines, clock, session_cfg, on_event=log, lockstep=args.fast)
     try:
-        result = await replay(session, audio, settle=args.fast)
+        echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
+        result = await replay(session, audio, settle=args.fast, echo=echo)
     finally:
         await session.aclose()
         log.close()
@@ -154,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         hangover_s=args.hangover_ms / 1000,
         preroll_s=args.preroll_ms / 1000,
     )
-    session_cfg = SessionConfig(endpoint=endpoint)
+    session_cfg = SessionConfig(
+        endpoint=endpoint,
+        barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
+        echo_cancel=not args.no_aec,
+    )
     if args.system_prompt is not None:
-        session_cfg = SessionConfig(system_prompt=args.system_prompt, endpoint=endpoint)
+        session_cfg = dataclasses.replace(session_cfg, system_prompt=args.system_prompt)
     try:
         engine_cfg.check_models()
     except MissingModelError as e:

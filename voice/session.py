@@ -16,13 +16,14 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import soxr
 
+from asr.echo import EchoCanceller, EchoGate
 from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
 from asr.streaming import PartialConfig, PartialPolicy
 from asr.vad import FRAME, SileroVAD
@@ -30,7 +31,19 @@ from voice.audio import ASR_RATE, AudioBuffer
 from voice.clock import Clock
 from voice.engines import Engines
 from voice.history import History
-from voice.turns import Command, Conversation, Emit, StartResponse, Synthesize, TranscribeFinal
+from voice.playout import Playout
+from voice.turns import (
+    BargeInPolicy,
+    CancelResponse,
+    Command,
+    Conversation,
+    Emit,
+    PausePlayback,
+    ResumePlayback,
+    StartResponse,
+    Synthesize,
+    TranscribeFinal,
+)
 
 log = logging.getLogger("voice.session")
 
@@ -46,6 +59,8 @@ class SessionConfig:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     partials: PartialConfig = field(default_factory=PartialConfig)
     partials_enabled: bool = True
+    barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
+    echo_cancel: bool = True  # remove the assistant's own voice from the microphone
     final_tail_s: float = 0.1  # audio after the last voiced frame given to the final pass
 
 
@@ -68,7 +83,7 @@ class Session:
         self.config = config or SessionConfig()
         self.output_rate = engines.output_rate
         self._on_event = on_event or (lambda e: None)
-        self.conversation = Conversation(self.config.system_prompt, history)
+        self.conversation = Conversation(self.config.system_prompt, history, self.config.barge_in, self.output_rate)
         self._vad = SileroVAD(engines.vad_session)
         self._endpointer = Endpointer(self.config.endpoint, FRAME / ASR_RATE)
         self._audio = AudioBuffer(ASR_RATE)
@@ -76,7 +91,18 @@ class Session:
         self._frames = 0  # VAD frames scored so far
         self._partial: PartialPolicy | None = None
         self._utterance_onset = 0.0
-        self._out: deque[np.ndarray] = deque()  # reply audio waiting for the speaker
+        self._playout = Playout(self.output_rate)
+        self._aec = EchoCanceller() if self.config.echo_cancel else None
+        self._gate = EchoGate() if self.config.echo_cancel else None
+        self._vad_raw = SileroVAD(engines.vad_session) if self.config.echo_cancel else None
+        self._pending_raw = np.zeros(0, dtype=np.float32)  # microphone before cancellation, for the gate
+        self._pending_far = np.zeros(0, dtype=np.float32)
+        # What the speaker played, at 16 kHz: the echo canceller's reference.
+        self._far = np.zeros(0, dtype=np.float32)
+        self._to_16k = soxr.ResampleStream(self.output_rate, ASR_RATE, 1, dtype="float32")
+        self._llm_tasks: dict[int, asyncio.Task] = {}
+        self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
+        self._cancelled: set[int] = set()
         self._tts_queue: asyncio.Queue[Synthesize] = asyncio.Queue()
         self._tts_task: asyncio.Task | None = None
         self._tts_pending = 0
@@ -96,14 +122,31 @@ class Session:
     # -- the transport's side ----------------------------------------------
 
     def push_audio(self, block: np.ndarray) -> None:
-        """Microphone audio: 16 kHz mono float32, contiguous with the previous block."""
+        """Microphone audio: 16 kHz mono float32, contiguous with the previous block.
+
+        The speaker's output pulled just before spans the same time (the
+        transport lines them up), and is the echo canceller's reference.
+        """
+        raw = block
+        if self._aec is not None:
+            far, self._far = self._far[: len(block)], self._far[len(block) :]
+            self._pending_far = np.concatenate([self._pending_far, far])
+            block = self._aec.process(block, far)
+            raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
         self._audio.append(block)
         self._pending_vad = np.concatenate([self._pending_vad, block])
+        self._pending_raw = np.concatenate([self._pending_raw, raw])
         while len(self._pending_vad) >= FRAME:
             frame, self._pending_vad = self._pending_vad[:FRAME], self._pending_vad[FRAME:]
+            raw_frame, self._pending_raw = self._pending_raw[:FRAME], self._pending_raw[FRAME:]
             t = self._frames * FRAME / ASR_RATE
             self._frames += 1
-            edge = self._endpointer.push(self._vad(frame), t)
+            prob = self._vad(frame)
+            if self._gate is not None and self._vad_raw is not None:
+                far_frame, self._pending_far = self._pending_far[:FRAME], self._pending_far[FRAME:]
+                self._gate.far_frame(far_frame)
+                prob = self._gate(self._vad_raw(raw_frame), prob, raw_frame, frame)
+            edge = self._endpointer.push(prob, t)
             now = self.clock.now()
             if isinstance(edge, SpeechStart):
                 self._utterance_onset = edge.onset
@@ -113,30 +156,23 @@ class Session:
                 self._partial = None
                 self._run(self.conversation.speech_ended(edge.end, now))
             elif self._endpointer.in_speech:
+                self._run(self.conversation.speech_continues(t + FRAME / ASR_RATE))
                 self._maybe_partial(now)
 
     def pull_audio(self, n: int) -> np.ndarray:
         """The next ``n`` samples for the speaker (silence when there is no reply)."""
-        out = np.zeros(n, dtype=np.float32)
-        filled = 0
-        while filled < n and self._out:
-            head = self._out[0]
-            k = min(n - filled, len(head))
-            out[filled : filled + k] = head[:k]
-            filled += k
-            if k == len(head):
-                self._out.popleft()
-            else:
-                self._out[0] = head[k:]
-        if filled:
-            self._run(self.conversation.played(filled, self.clock.now()))
+        out, played = self._playout.pull(n)
+        if self._aec is not None:
+            self._far = np.concatenate([self._far, self._to_16k.resample_chunk(out)])
+        if played:
+            self._run(self.conversation.played(played, self.clock.now()))
         return out
 
     @property
     def idle(self) -> bool:
         """Nothing in flight and nothing left to play."""
         c = self.conversation
-        return self._busy == 0 and not self._out and c.response is None and not c.user_speaking
+        return self._busy == 0 and not self._playout.queued and c.response is None and not c.user_speaking
 
     async def settle(self) -> None:
         """Wait until the engines have done all the work asked of them so far."""
@@ -160,7 +196,13 @@ class Session:
             elif isinstance(cmd, TranscribeFinal):
                 self._spawn(self._transcribe_final(cmd))
             elif isinstance(cmd, StartResponse):
-                self._spawn(self._generate(cmd))
+                self._llm_tasks[cmd.response] = self._spawn(self._generate(cmd))
+            elif isinstance(cmd, PausePlayback):
+                self._playout.pause()
+            elif isinstance(cmd, ResumePlayback):
+                self._playout.resume()
+            elif isinstance(cmd, CancelResponse):
+                self._cancel(cmd.response)
             elif isinstance(cmd, Synthesize):
                 self._work_started()
                 self._tts_pending += 1
@@ -176,7 +218,34 @@ class Session:
         except Exception:  # a broken sink must not take the conversation down
             log.exception("event sink failed on %s", type_)
 
-    def _spawn(self, coro) -> None:
+    def _cancel(self, response: int) -> None:
+        """Barge-in: stop generating, synthesizing and playing ``response``, now."""
+        t = self.clock.now()
+        self._cancelled.add(response)
+        self._playout.clear()
+        self._playout.resume()  # the next reply starts playing at once
+        task = self._llm_tasks.pop(response, None)
+        if task is not None and not task.done():
+            # The task's stream is closed on cancellation, which aborts the request in the engine.
+            task.cancel()
+            self._emit("llm_cancelled", t, response=response)
+        # Chunks still queued for synthesis are dropped here; the worker skips
+        # any it has already taken, and the one in progress stops at its next sentence.
+        queued = [self._tts_queue.get_nowait() for _ in range(self._tts_queue.qsize())]
+        dropped = 0
+        for cmd in queued:
+            if cmd.response == response:
+                dropped += 1
+                self._tts_finished()
+            else:
+                self._tts_queue.put_nowait(cmd)
+        current = self._tts_cancel
+        if current is not None and current[0] == response:
+            current[1].set()
+        if dropped or (current is not None and current[0] == response):
+            self._emit("tts_cancelled", t, response=response, chunks_dropped=dropped)
+
+    def _spawn(self, coro) -> asyncio.Task:
         self._work_started()
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -188,6 +257,7 @@ class Session:
                 self._error("internal", repr(t.exception()))
 
         task.add_done_callback(done)
+        return task
 
     def _work_started(self) -> None:
         self._busy += 1
@@ -260,6 +330,7 @@ class Session:
             self._error("llm", error)
         finally:
             await stream.aclose()
+            self._llm_tasks.pop(cmd.response, None)
         self._run(self.conversation.llm_done(cmd.response, self.clock.now(), error))
 
     # -- TTS ----------------------------------------------------------------------
@@ -269,12 +340,16 @@ class Session:
         while True:
             cmd = await self._tts_queue.get()
             try:
-                await self._synthesize(loop, cmd)
+                if cmd.response not in self._cancelled:
+                    await self._synthesize(loop, cmd)
             finally:
-                self._tts_pending -= 1
-                if self._tts_pending == 0:
-                    self._tts_idle.set()
-                self._work_done()
+                self._tts_finished()
+
+    def _tts_finished(self) -> None:
+        self._tts_pending -= 1
+        if self._tts_pending == 0:
+            self._tts_idle.set()
+        self._work_done()
 
     async def _synthesize(self, loop: asyncio.AbstractEventLoop, cmd: Synthesize) -> None:
         pieces: asyncio.Queue = asyncio.Queue()
@@ -290,6 +365,7 @@ class Session:
             finally:
                 loop.call_soon_threadsafe(pieces.put_nowait, end)
 
+        self._tts_cancel = (cmd.response, cancel)
         future = loop.run_in_executor(self.engines.tts_executor, work)
         error: str | None = None
         first = True
@@ -298,7 +374,9 @@ class Session:
                 if isinstance(piece, Exception):
                     error = repr(piece)
                     continue
-                self._out.append(piece.audio)
+                if cancel.is_set():
+                    continue  # cancelled by a barge-in: drop what is still coming
+                self._playout.append(piece.audio)
                 self._run(
                     self.conversation.tts_audio(
                         cmd.response, cmd.chunk, piece.text, len(piece.audio), piece.words, self.clock.now(), first
@@ -307,7 +385,10 @@ class Session:
                 first = False
         finally:
             cancel.set()
+            self._tts_cancel = None
             await future
+        if cmd.response in self._cancelled:
+            return
         if error:
             self._error("tts", error)
         self._run(self.conversation.tts_done(cmd.response, cmd.chunk, self.clock.now()))

@@ -8,19 +8,35 @@ session carries out. Every rule about turn-taking lives here.
 
 States::
 
-    LISTENING ──speech──▶ USER_SPEAKING ──endpoint──▶ THINKING ──first chunk──▶ SPEAKING
-        ▲                                       (ASR final, LLM)                  │
-        └────────────────────────── playback ended ◀──────────────────────────────┘
+    LISTENING ──speech──▶ USER_SPEAKING ──endpoint──▶ THINKING ──first audio──▶ SPEAKING
+        ▲                                    (ASR final, LLM)                  │    ▲
+        │                                                      speech onset    ▼    │ backchannel,
+        │                                                                    PAUSED ─┘ noise: resume
+        │                                                                      │ real speech: barge-in
+        └──────────── playback ended ◀── SPEAKING        USER_SPEAKING ◀───────┘ (cut to what was heard)
 
 The person's speech is segmented the whole time, whatever the assistant does.
-A user turn that becomes final while the assistant is still replying waits
-and is answered right after (barge-in, which cuts the reply instead, builds on
-this).
+
+Barge-in policy. When the VAD confirms speech (its minimum, about 200 ms,
+keeps coughs and clicks out) while a reply is in flight, playback is paused at
+once, within one output block; generation and synthesis go on. Then:
+
+* speech that goes on for ``commit_s`` is a barge-in: the LLM request and
+  synthesis are cancelled, the queued audio dropped, and the reply is stored
+  cut to the words that were heard before the pause;
+* shorter speech is decided by its transcript: a stop word ("stop", "wait",
+  ...) or ``commit_words`` words or more is a barge-in; silence, noise and
+  backchannels ("uh-huh", "yeah", "okay", any single other word) resume the
+  reply where it paused, and are not stored as a turn.
+
+The interrupting utterance is transcribed from its onset, pre-roll included,
+and answered as a new turn once it ends.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from voice.history import History, Turn
@@ -33,6 +49,71 @@ class State(enum.Enum):
     USER_SPEAKING = "user_speaking"
     THINKING = "thinking"
     SPEAKING = "speaking"
+    PAUSED = "paused"  # a reply held while the person's speech is judged
+
+
+STOP_WORDS = frozenset(
+    [
+        "stop",
+        "wait",
+        "no",
+        "nope",
+        "hold",
+        "pause",
+        "quiet",
+        "enough",
+        "cancel",
+        "hey",
+        "sorry",
+        "excuse",
+        "actually",
+        "but",
+        "shut",
+        "listen",
+    ]
+)
+
+
+BACKCHANNELS = frozenset(
+    [
+        "uh-huh",
+        "mm-hmm",
+        "mhm",
+        "mm",
+        "hmm",
+        "uh",
+        "um",
+        "ah",
+        "oh",
+        "yeah",
+        "yes",
+        "yep",
+        "yup",
+        "ok",
+        "okay",
+        "right",
+        "sure",
+        "alright",
+        "cool",
+        "nice",
+        "wow",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class BargeInPolicy:
+    commit_s: float = 0.6  # speech this long during a reply is a barge-in without waiting for words
+    commit_words: int = 2  # a short utterance with this many words (backchannels not counted) is a barge-in
+    stop_words: frozenset[str] = STOP_WORDS
+    backchannels: frozenset[str] = BACKCHANNELS
+
+    def interrupts(self, text: str) -> bool:
+        """Whether a short utterance heard over the reply is meant to take the floor."""
+        words = re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
+        if any(w in self.stop_words for w in words):
+            return True
+        return sum(w not in self.backchannels for w in words) >= self.commit_words
 
 
 # -- commands: what the session must do -----------------------------------
@@ -61,6 +142,23 @@ class Synthesize:
 
 
 @dataclass(frozen=True)
+class PausePlayback:
+    """Fade out within the next output block and play silence; keep the queue."""
+
+
+@dataclass(frozen=True)
+class ResumePlayback:
+    """Go on playing the queued reply audio where it paused."""
+
+
+@dataclass(frozen=True)
+class CancelResponse:
+    """Abort the LLM request, cancel synthesis, drop the queued audio, now."""
+
+    response: int
+
+
+@dataclass(frozen=True)
 class Emit:
     """An event for the log (and, later, for clients)."""
 
@@ -69,7 +167,7 @@ class Emit:
     fields: dict = field(default_factory=dict)
 
 
-Command = TranscribeFinal | StartResponse | Synthesize | Emit
+Command = TranscribeFinal | StartResponse | Synthesize | PausePlayback | ResumePlayback | CancelResponse | Emit
 
 
 @dataclass
@@ -84,30 +182,53 @@ class _Response:
     generated: str = ""
     llm_done: bool = False
     chunks_requested: int = 0
-    chunk_texts: dict[int, str] = field(default_factory=dict)
     chunks_done: int = 0
+    chunk_texts: dict[int, str] = field(default_factory=dict)
     first_token_at: float | None = None
     playback_started_at: float | None = None
+
+
+@dataclass
+class _Hold:
+    """Playback paused on speech onset, while the speech is judged."""
+
+    utterance: int
+    onset: float
+    paused_at: float
+    played: int  # samples of the reply played when it paused
 
 
 class Conversation:
     """The turn-taking state machine of one session."""
 
-    def __init__(self, system_prompt: str | None = None, history: History | None = None) -> None:
+    def __init__(
+        self,
+        system_prompt: str | None = None,
+        history: History | None = None,
+        barge_in: BargeInPolicy | None = None,
+        output_rate: int = 24000,
+    ) -> None:
         self.system_prompt = system_prompt
+        self.output_rate = output_rate
         self.history = history if history is not None else History()
+        self.policy = barge_in or BargeInPolicy()
         self.state = State.LISTENING
         self.user_speaking = False
         self._utterance = 0
         self._onset = 0.0
         self._response_ids = 0
         self._response: _Response | None = None
+        self._hold: _Hold | None = None
         self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
         self._transcribing: set[int] = set()
 
     @property
     def response(self) -> _Response | None:
         return self._response
+
+    @property
+    def paused(self) -> bool:
+        return self._hold is not None
 
     # -- the person -------------------------------------------------------
 
@@ -116,9 +237,22 @@ class Conversation:
         self.user_speaking = True
         self._utterance += 1
         self._onset = onset
-        if self.state is State.LISTENING:
+        out: list[Command] = [Emit("speech_start", t, {"onset": round(onset, 3), "utterance": self._utterance})]
+        r = self._response
+        if r is not None and self._hold is None:
+            self._hold = _Hold(self._utterance, onset, t, r.ledger.played)
+            self.state = State.PAUSED
+            out += [PausePlayback(), Emit("playback_paused", t, {"response": r.id, "utterance": self._utterance})]
+        elif self.state is State.LISTENING:
             self.state = State.USER_SPEAKING
-        return [Emit("speech_start", t, {"onset": round(onset, 3), "utterance": self._utterance})]
+        return out
+
+    def speech_continues(self, t: float) -> list[Command]:
+        """The person is still speaking at ``t`` (called once per VAD frame)."""
+        hold = self._hold
+        if hold is None or hold.utterance != self._utterance or t - hold.onset < self.policy.commit_s:
+            return []
+        return self._barge_in(t, reason="duration")
 
     def speech_ended(self, end: float, t: float) -> list[Command]:
         """The endpoint: speech that ended at ``end`` was followed by enough silence."""
@@ -138,9 +272,15 @@ class Conversation:
         self._transcribing.discard(utterance)
         text = text.strip()
         out: list[Command] = [Emit("asr_final", t, {"text": text, "utterance": utterance})]
+        hold = self._hold
+        if hold is not None and hold.utterance == utterance:
+            if self.policy.interrupts(text):
+                out += self._barge_in(t, reason="words")
+            else:
+                return out + self._resume(t, text)
         if not text:
             if self._response is None and not self._waiting:
-                self.state = State.USER_SPEAKING if self.user_speaking else State.LISTENING
+                self.state = self._idle_state()
             return out
         if self._response is not None:
             self._waiting.append((utterance, text, onset, end))
@@ -148,16 +288,6 @@ class Conversation:
         return out + self._answer(utterance, text, onset, end, t)
 
     # -- the assistant ----------------------------------------------------
-
-    def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
-        self.history.add(Turn("user", text, t_start=onset, t_end=end))
-        self._response_ids += 1
-        self._response = _Response(self._response_ids, text, t, SentenceGrouper())
-        self.state = State.THINKING
-        return [
-            Emit("response_start", t, {"response": self._response_ids, "utterance": utterance, "text": text}),
-            StartResponse(self._response_ids, self.history.messages(self.system_prompt)),
-        ]
 
     def llm_delta(self, response: int, text: str, t: float) -> list[Command]:
         r = self._current(response)
@@ -168,17 +298,18 @@ class Conversation:
             r.first_token_at = t
             out.append(Emit("llm_first_token", t, {"response": response}))
         r.generated += text
-        return out + self._synthesize(r, r.grouper.feed(text), t)
+        return out + self._synthesize(r, r.grouper.feed(text))
 
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
         r = self._current(response)
         if r is None:
             return []
         r.llm_done = True
-        out: list[Command] = [
-            Emit("llm_done", t, {"response": response, "error": error} if error else {"response": response})
-        ]
-        out += self._synthesize(r, r.grouper.flush(), t)
+        fields: dict = {"response": response}
+        if error:
+            fields["error"] = error
+        out: list[Command] = [Emit("llm_done", t, fields)]
+        out += self._synthesize(r, r.grouper.flush())
         return out + self._maybe_finish(r, t)
 
     def tts_audio(
@@ -202,25 +333,41 @@ class Conversation:
         return self._maybe_finish(r, t)
 
     def played(self, n_samples: int, t: float) -> list[Command]:
-        """``n_samples`` of reply audio were played, the last one at ``t``."""
+        """``n_samples`` of reply audio were played, the first of them at ``t``."""
         r = self._response
         if r is None or n_samples <= 0:
             return []
         out: list[Command] = []
         if r.playback_started_at is None:
             r.playback_started_at = t
-            self.state = State.SPEAKING
             out.append(Emit("playback_start", t, {"response": r.id}))
+        if self._hold is None:
+            self.state = State.SPEAKING
         r.ledger.advance(n_samples)
         return out + self._maybe_finish(r, t)
 
     # -- internals --------------------------------------------------------
 
+    def _idle_state(self) -> State:
+        if self.user_speaking:
+            return State.USER_SPEAKING
+        return State.THINKING if self._transcribing else State.LISTENING
+
+    def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
+        self.history.add(Turn("user", text, t_start=onset, t_end=end))
+        self._response_ids += 1
+        self._response = _Response(self._response_ids, text, t, SentenceGrouper())
+        self.state = State.THINKING
+        return [
+            Emit("response_start", t, {"response": self._response_ids, "utterance": utterance, "text": text}),
+            StartResponse(self._response_ids, self.history.messages(self.system_prompt)),
+        ]
+
     def _current(self, response: int) -> _Response | None:
         r = self._response
         return r if r is not None and r.id == response else None
 
-    def _synthesize(self, r: _Response, chunks: list[str], t: float) -> list[Command]:
+    def _synthesize(self, r: _Response, chunks: list[str]) -> list[Command]:
         out: list[Command] = []
         for text in chunks:
             r.chunks_requested += 1
@@ -228,7 +375,54 @@ class Conversation:
             out.append(Synthesize(r.id, r.chunks_requested, text))
         return out
 
+    def _resume(self, t: float, text: str) -> list[Command]:
+        """The speech that paused the reply was not an interruption."""
+        hold, self._hold = self._hold, None
+        r = self._response
+        out: list[Command] = [Emit("backchannel", t, {"utterance": hold.utterance if hold else None, "text": text})]
+        if r is None:
+            return out
+        self.state = State.SPEAKING if r.playback_started_at is not None else State.THINKING
+        out += [ResumePlayback(), Emit("playback_resumed", t, {"response": r.id})]
+        return out + self._maybe_finish(r, t)
+
+    def _barge_in(self, t: float, reason: str) -> list[Command]:
+        """Cut the reply to what was heard before the pause, and stop everything else."""
+        hold, self._hold = self._hold, None
+        r = self._response
+        if r is None or hold is None:
+            return []
+        heard = r.ledger.heard_text(hold.played)
+        audio_end_ms = round(hold.played * 1000 / self.output_rate)
+        out: list[Command] = [
+            Emit(
+                "barge_in",
+                t,
+                {"response": r.id, "utterance": hold.utterance, "reason": reason, "paused_at": hold.paused_at},
+            ),
+            CancelResponse(r.id),
+            Emit("playback_stopped", t, {"response": r.id}),
+            Emit("truncate", t, {"response": r.id, "audio_end_ms": audio_end_ms, "text": heard}),
+        ]
+        if heard:
+            self.history.add(
+                Turn(
+                    "assistant",
+                    heard,
+                    t_start=r.playback_started_at,
+                    t_end=hold.paused_at,
+                    generated_text=r.generated,
+                    interrupted=True,
+                )
+            )
+        out.append(Emit("turn_end", t, {"response": r.id, "text": heard, "interrupted": True}))
+        self._response = None
+        self.state = self._idle_state()
+        return out
+
     def _maybe_finish(self, r: _Response, t: float) -> list[Command]:
+        if self._hold is not None:
+            return []  # judged first: resumed, or cut
         if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
             return []
         out: list[Command] = []
@@ -241,9 +435,7 @@ class Conversation:
             )
         out.append(Emit("turn_end", t, {"response": r.id, "text": spoken}))
         self._response = None
-        self.state = State.USER_SPEAKING if self.user_speaking else State.LISTENING
+        self.state = self._idle_state()
         if self._waiting:
             out += self._answer(*self._waiting.pop(0), t)
-        elif self._transcribing:
-            self.state = State.THINKING
         return out

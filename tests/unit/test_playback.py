@@ -81,3 +81,30 @@ def test_virtual_clock_moves_only_forward():
     assert clock.now() == 1.5
     with pytest.raises(ValueError):
         clock.advance_to(1.0)
+
+
+def test_fit_to_context_forgets_the_oldest_turns_first():
+    from llm.base import fit_to_context
+
+    msgs = [{"role": "system", "content": "s"}] + [{"role": "user", "content": str(i)} for i in range(10)]
+    fitted = fit_to_context(msgs, len, 4)
+    assert [m["content"] for m in fitted] == ["s", "7", "8", "9"]
+    assert fit_to_context(msgs[:2], len, 0) == msgs[:2]  # the system prompt and the newest message stay
+
+
+def test_playout_pause_fades_keeps_the_queue_and_resumes():
+    from voice.playout import Playout
+
+    p = Playout(rate=1000, fade_ms=5)
+    p.append(np.ones(100, dtype=np.float32))
+    block, n = p.pull(20)
+    assert n == 20 and block.min() == 1.0
+    p.pause()
+    block, n = p.pull(20)
+    assert n == 5 and block[0] == 1.0 and 0 < block[4] < 1 and not block[5:].any()  # 5 ms fade
+    assert p.pull(20)[1] == 0 and p.queued == 75
+    p.resume()
+    block, n = p.pull(20)
+    assert n == 20 and block[0] == 0.0 and block[10] == 1.0  # fades back in
+    p.clear()
+    assert p.pull(20)[1] == 0

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from voice.history import INTERRUPTED_MARKER
 from voice.ledger import Word
-from voice.turns import Conversation, Emit, StartResponse, State, Synthesize, TranscribeFinal
+from voice.turns import (
+    BargeInPolicy,
+    CancelResponse,
+    Conversation,
+    Emit,
+    PausePlayback,
+    ResumePlayback,
+    StartResponse,
+    State,
+    Synthesize,
+    TranscribeFinal,
+)
 
 
 def emitted(commands) -> list[str]:
@@ -82,18 +94,93 @@ def test_a_turn_is_not_stored_before_its_audio_was_played():
     assert [t.role for t in conv.history.turns] == ["user", "assistant"]
 
 
-def test_a_user_turn_during_the_reply_is_answered_after_it():
-    conv = Conversation()
+def speaking(conv: Conversation, text="It is noon. The sun is high.", played=0):
+    """A reply in flight: all of ``text`` synthesized, ``played`` samples out."""
     r = answer_one(conv)
-    conv.llm_delta(r, "One.", 1.7)
-    conv.speech_started(2.0, 2.3)
-    (tf,) = of(TranscribeFinal, conv.speech_ended(3.0, 3.5))
-    assert of(StartResponse, conv.transcript_final(tf.utterance, "and then", 2.0, 3.0, 3.6)) == []
-    (syn,) = of(Synthesize, conv.llm_done(r, 3.7))
-    conv.tts_audio(r, syn.chunk, "One.", 10, [Word("One.", 10)], 3.8, True)
-    conv.tts_done(r, syn.chunk, 3.8)
-    (start,) = of(StartResponse, conv.played(10, 3.9))
-    assert [m["content"] for m in start.messages] == ["what time is it", "One.", "and then"]
+    syn = of(Synthesize, conv.llm_delta(r, text, 1.7) + conv.llm_done(r, 1.8))
+    for s in syn:
+        words = s.text.split()
+        conv.tts_audio(
+            r, s.chunk, s.text, 100 * len(words), [Word(w, 100 * (k + 1)) for k, w in enumerate(words)], 1.9, True
+        )
+        conv.tts_done(r, s.chunk, 1.9)
+    if played:
+        conv.played(played, 2.0)
+    return r
+
+
+def test_speech_over_the_reply_pauses_it_at_once():
+    conv = Conversation()
+    speaking(conv, played=150)
+    cmds = conv.speech_started(2.5, 2.7)
+    assert of(PausePlayback, cmds) and "playback_paused" in emitted(cmds)
+    assert conv.state is State.PAUSED
+    assert conv.played(0, 2.72) == []  # nothing more is played, nothing finishes
+
+
+def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
+    conv = Conversation(barge_in=BargeInPolicy(commit_s=0.6))
+    r = speaking(conv, played=260)  # "It is" heard, "noon." more than half
+    conv.speech_started(2.5, 2.7)
+    conv.played(20, 2.72)  # the fade-out block is not counted before the pause
+    assert conv.speech_continues(2.9) == []
+    cmds = conv.speech_continues(3.1)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    assert emitted(cmds) == ["barge_in", "playback_stopped", "truncate", "turn_end"]
+    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
+    assert trunc.fields["text"] == "It is noon." and trunc.fields["audio_end_ms"] == round(260 / 24)
+    last = conv.history.turns[-1]
+    assert (last.text, last.interrupted) == ("It is noon.", True)
+    assert last.generated_text == "It is noon. The sun is high."
+    assert conv.history.messages(None)[-1]["content"] == "It is noon." + INTERRUPTED_MARKER
+    assert conv.response is None and conv.state is State.USER_SPEAKING
+    # The interruption is then transcribed and answered as a new turn.
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.5, 4.0))
+    (start,) = of(StartResponse, conv.transcript_final(tf.utterance, "what about tomorrow", 2.5, 3.5, 4.1))
+    assert start.messages[-2]["content"].endswith(INTERRUPTED_MARKER)
+    assert start.messages[-1]["content"] == "what about tomorrow"
+
+
+def test_a_backchannel_resumes_the_reply_and_is_not_a_turn():
+    conv = Conversation()
+    r = speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4))
+    cmds = conv.transcript_final(tf.utterance, "Uh-huh.", 2.5, 2.9, 3.5)
+    assert of(ResumePlayback, cmds) and "backchannel" in emitted(cmds)
+    assert of(CancelResponse, cmds) == [] and of(StartResponse, cmds) == []
+    assert conv.state is State.SPEAKING and conv.response.id == r
+    assert "turn_end" in emitted(conv.played(10_000, 4.0))
+    assert [t.role for t in conv.history.turns] == ["user", "assistant"]
+    assert conv.history.turns[-1].text == "It is noon. The sun is high." and not conv.history.turns[-1].interrupted
+
+
+def test_noise_with_no_words_resumes():
+    conv = Conversation()
+    speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.8, 3.3))
+    assert of(ResumePlayback, conv.transcript_final(tf.utterance, "", 2.5, 2.8, 3.4))
+
+
+def test_a_short_stop_word_is_a_barge_in():
+    conv = Conversation()
+    r = speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4))
+    cmds = conv.transcript_final(tf.utterance, "Stop.", 2.5, 2.9, 3.5)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    assert of(StartResponse, cmds)  # "Stop." is itself answered
+
+
+def test_nothing_heard_stores_no_assistant_turn():
+    conv = Conversation()
+    speaking(conv, played=0)  # still thinking: nothing played
+    conv.speech_started(2.0, 2.2)
+    cmds = conv.speech_continues(2.7)
+    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
+    assert trunc.fields["text"] == "" and trunc.fields["audio_end_ms"] == 0
+    assert [t.role for t in conv.history.turns] == ["user"]
 
 
 def test_llm_failure_ends_the_reply_with_what_was_said():
