@@ -79,7 +79,7 @@ class EchoGate:
 
     def __init__(
         self,
-        gate_db: float = -6.0,
+        gate_db: float = -9.0,
         margin_db: float = 6.0,
         window_s: float = 0.3,
         far_floor_db: float = -50.0,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class EndpointConfig:
     threshold: float = 0.5
-    min_speech_s: float = 0.2
+    min_speech_s: float = 0.192  # six 32 ms frames
     hangover_s: float = 0.5
     preroll_s: float = 0.3  # audio kept before the onset for the ASR
     start_gap_s: float = 0.3  # silence that resets a not yet confirmed start

@@ -35,6 +35,7 @@ from voice.playout import Playout
 from voice.turns import (
     BargeInPolicy,
     CancelResponse,
+    CheckInterruption,
     Command,
     Conversation,
     Emit,
@@ -156,7 +157,10 @@ class Session:
                 self._partial = None
                 self._run(self.conversation.speech_ended(edge.end, now))
             elif self._endpointer.in_speech:
-                self._run(self.conversation.speech_continues(t + FRAME / ASR_RATE))
+                if self._endpointer.silence_s == 0.0:
+                    # A voiced frame: how long the person has really been speaking
+                    # (the hangover's silence does not count).
+                    self._run(self.conversation.speech_continues(t + FRAME / ASR_RATE))
                 self._maybe_partial(now)
 
     def pull_audio(self, n: int) -> np.ndarray:
@@ -197,6 +201,8 @@ class Session:
                 self._spawn(self._transcribe_final(cmd))
             elif isinstance(cmd, StartResponse):
                 self._llm_tasks[cmd.response] = self._spawn(self._generate(cmd))
+            elif isinstance(cmd, CheckInterruption):
+                self._spawn(self._check_interruption(cmd))
             elif isinstance(cmd, PausePlayback):
                 self._playout.pause()
             elif isinstance(cmd, ResumePlayback):
@@ -300,6 +306,16 @@ class Session:
         if changed is not None and policy is self._partial:
             stable, unstable = changed
             self._emit("asr_partial", self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable)
+
+    async def _check_interruption(self, cmd: CheckInterruption) -> None:
+        audio = self._utterance_audio(cmd.onset, cmd.t)
+        loop = asyncio.get_running_loop()
+        try:
+            text = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.transcribe, audio)
+        except Exception as e:  # undecided: the final transcript decides instead
+            self._error("asr_check", repr(e))
+            text = ""
+        self._run(self.conversation.interruption_checked(cmd.utterance, text, self.clock.now()))
 
     async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.end + self.config.final_tail_s)

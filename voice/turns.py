@@ -21,13 +21,18 @@ Barge-in policy. When the VAD confirms speech (its minimum, about 200 ms,
 keeps coughs and clicks out) while a reply is in flight, playback is paused at
 once, within one output block; generation and synthesis go on. Then:
 
-* speech that goes on for ``commit_s`` is a barge-in: the LLM request and
-  synthesis are cancelled, the queued audio dropped, and the reply is stored
-  cut to the words that were heard before the pause;
-* shorter speech is decided by its transcript: a stop word ("stop", "wait",
-  ...) or ``commit_words`` words or more is a barge-in; silence, noise and
-  backchannels ("uh-huh", "yeah", "okay", any single other word) resume the
-  reply where it paused, and are not stored as a turn.
+* every ``commit_s`` of speech, its words so far are checked (an ASR pass on
+  the audio since the onset), and once the person is saying something (a
+  stop word such as "stop" or "wait", or ``commit_words`` words that are not
+  backchannels) it is a barge-in: the LLM request and synthesis are
+  cancelled, the queued audio dropped, and the reply is stored cut to the
+  words that were heard before the pause;
+* at the end of the speech its final transcript decides the same way; no
+  words, noise and backchannels ("uh-huh", "yeah", "okay", any single other
+  word) resume the reply where it paused, and are not stored as a turn.
+
+Long noise that the VAD takes for speech (a kitchen, a passing car) keeps the
+reply paused while it lasts, but never cuts it.
 
 The interrupting utterance is transcribed from its onset, pre-roll included,
 and answered as a new turn once it ends.
@@ -108,12 +113,21 @@ class BargeInPolicy:
     stop_words: frozenset[str] = STOP_WORDS
     backchannels: frozenset[str] = BACKCHANNELS
 
-    def interrupts(self, text: str) -> bool:
-        """Whether a short utterance heard over the reply is meant to take the floor."""
-        words = re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
-        if any(w in self.stop_words for w in words):
+    def interrupts(self, text: str, reply: str = "") -> bool:
+        """Whether speech heard over the reply is meant to take the floor.
+
+        Words of the reply itself are not counted: what the echo canceller
+        left of the assistant's own voice, transcribed, is not the person.
+        """
+        words = _words(text)
+        own = set(_words(reply))
+        if any(w in self.stop_words and w not in own for w in words):
             return True
-        return sum(w not in self.backchannels for w in words) >= self.commit_words
+        return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
 
 
 # -- commands: what the session must do -----------------------------------
@@ -142,6 +156,15 @@ class Synthesize:
 
 
 @dataclass(frozen=True)
+class CheckInterruption:
+    """Transcribe the speech heard over the reply so far (onset..t, seconds)."""
+
+    utterance: int
+    onset: float
+    t: float
+
+
+@dataclass(frozen=True)
 class PausePlayback:
     """Fade out within the next output block and play silence; keep the queue."""
 
@@ -167,7 +190,16 @@ class Emit:
     fields: dict = field(default_factory=dict)
 
 
-Command = TranscribeFinal | StartResponse | Synthesize | PausePlayback | ResumePlayback | CancelResponse | Emit
+Command = (
+    TranscribeFinal
+    | StartResponse
+    | Synthesize
+    | CheckInterruption
+    | PausePlayback
+    | ResumePlayback
+    | CancelResponse
+    | Emit
+)
 
 
 @dataclass
@@ -196,6 +228,8 @@ class _Hold:
     onset: float
     paused_at: float
     played: int  # samples of the reply played when it paused
+    checked_at: float = 0.0  # speech time (since onset) of the last words check
+    checking: bool = False
 
 
 class Conversation:
@@ -250,9 +284,24 @@ class Conversation:
     def speech_continues(self, t: float) -> list[Command]:
         """The person is still speaking at ``t`` (called once per VAD frame)."""
         hold = self._hold
-        if hold is None or hold.utterance != self._utterance or t - hold.onset < self.policy.commit_s:
+        if hold is None or hold.utterance != self._utterance or hold.checking:
             return []
-        return self._barge_in(t, reason="duration")
+        if t - hold.onset - hold.checked_at < self.policy.commit_s:
+            return []
+        hold.checking = True
+        hold.checked_at = t - hold.onset
+        return [CheckInterruption(hold.utterance, hold.onset, t)]
+
+    def interruption_checked(self, utterance: int, text: str, t: float) -> list[Command]:
+        """The words of the speech over the reply so far (a CheckInterruption's answer)."""
+        hold = self._hold
+        if hold is None or hold.utterance != utterance:
+            return []
+        hold.checking = False
+        out: list[Command] = [Emit("interruption_check", t, {"utterance": utterance, "text": text})]
+        if self.policy.interrupts(text, self._reply_text()):
+            out += self._barge_in(t, reason="words")
+        return out
 
     def speech_ended(self, end: float, t: float) -> list[Command]:
         """The endpoint: speech that ended at ``end`` was followed by enough silence."""
@@ -274,7 +323,7 @@ class Conversation:
         out: list[Command] = [Emit("asr_final", t, {"text": text, "utterance": utterance})]
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text):
+            if self.policy.interrupts(text, self._reply_text()):
                 out += self._barge_in(t, reason="words")
             else:
                 return out + self._resume(t, text)
@@ -347,6 +396,10 @@ class Conversation:
         return out + self._maybe_finish(r, t)
 
     # -- internals --------------------------------------------------------
+
+    def _reply_text(self) -> str:
+        r = self._response
+        return r.generated if r is not None else ""
 
     def _idle_state(self) -> State:
         if self.user_speaking:

@@ -7,6 +7,7 @@ from voice.ledger import Word
 from voice.turns import (
     BargeInPolicy,
     CancelResponse,
+    CheckInterruption,
     Conversation,
     Emit,
     PausePlayback,
@@ -124,9 +125,12 @@ def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
     conv.speech_started(2.5, 2.7)
     conv.played(20, 2.72)  # the fade-out block is not counted before the pause
     assert conv.speech_continues(2.9) == []
-    cmds = conv.speech_continues(3.1)
+    (check,) = of(CheckInterruption, conv.speech_continues(3.1))
+    assert (check.onset, check.t) == (2.5, 3.1)
+    assert conv.speech_continues(3.2) == []  # one check at a time
+    cmds = conv.interruption_checked(check.utterance, "what about", 3.2)
     assert of(CancelResponse, cmds) == [CancelResponse(r)]
-    assert emitted(cmds) == ["barge_in", "playback_stopped", "truncate", "turn_end"]
+    assert emitted(cmds) == ["interruption_check", "barge_in", "playback_stopped", "truncate", "turn_end"]
     (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
     assert trunc.fields["text"] == "It is noon." and trunc.fields["audio_end_ms"] == round(260 / 24)
     last = conv.history.turns[-1]
@@ -173,11 +177,25 @@ def test_a_short_stop_word_is_a_barge_in():
     assert of(StartResponse, cmds)  # "Stop." is itself answered
 
 
+def test_long_noise_keeps_the_reply_paused_but_never_cuts_it():
+    conv = Conversation(barge_in=BargeInPolicy(commit_s=0.6))
+    speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (check,) = of(CheckInterruption, conv.speech_continues(3.1))
+    assert of(CancelResponse, conv.interruption_checked(check.utterance, "", 3.2)) == []
+    assert conv.speech_continues(3.5) == []  # the next check is due after another 0.6 s of speech
+    (check,) = of(CheckInterruption, conv.speech_continues(3.7))
+    assert of(CancelResponse, conv.interruption_checked(check.utterance, "uh", 3.8)) == []
+    (tf,) = of(TranscribeFinal, conv.speech_ended(4.0, 4.5))
+    assert of(ResumePlayback, conv.transcript_final(tf.utterance, "", 2.5, 4.0, 4.6))
+
+
 def test_nothing_heard_stores_no_assistant_turn():
     conv = Conversation()
     speaking(conv, played=0)  # still thinking: nothing played
     conv.speech_started(2.0, 2.2)
-    cmds = conv.speech_continues(2.7)
+    (check,) = of(CheckInterruption, conv.speech_continues(2.7))
+    cmds = conv.interruption_checked(check.utterance, "tell me more", 2.8)
     (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
     assert trunc.fields["text"] == "" and trunc.fields["audio_end_ms"] == 0
     assert [t.role for t in conv.history.turns] == ["user"]

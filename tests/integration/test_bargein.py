@@ -1,0 +1,122 @@
+"""Barge-in on the real engines, on the labelled fixtures of
+scripts/make_bargein_fixtures, on virtual time (one test on real time)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from voice.evaluate import run_fixture, truncation_error_words
+from voice.scoring import word_error_rate
+
+pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
+
+
+@pytest.fixture(scope="session")
+def fixtures(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bargein")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_bargein_fixtures"), "--out", str(out)], check=True)
+    return out
+
+
+def names(prefix: str) -> list[str]:
+    # Mirrors the generator's names (checked against the folder in the tests).
+    table = {
+        "interrupt": [f"interrupt_{q}_{ms}ms" for q in ("a0003", "LJ001-0002", "a0004") for ms in (800, 1600, 2400)],
+        "echo": ["echo_20db", "echo_15db", "echo_10db", "echo_6db"],
+        "calm": ["backchannel_okay", "backchannel_and", "noise_burst", "background_noise"],
+    }
+    return table[prefix]
+
+
+@pytest.mark.parametrize("name", names("interrupt"))
+async def test_interruption_cuts_the_reply_to_what_was_heard(engines, fixtures, name):
+    run = await run_fixture(engines, fixtures / f"{name}.wav")
+    assert run.errors == []
+    assert len(run.barge_ins) == 1
+    reaction = run.reaction_s()
+    # 0.8 s into the very first reply the echo canceller is still converging and
+    # holds back the person's first syllable too: a known, measured limitation.
+    limit = 0.3 if run.label["offset_into_reply_s"] >= 1.5 else 0.45
+    assert reaction is not None and reaction <= limit, f"reaction {reaction}"
+    kinds = [e["type"] for e in run.events]
+    i = kinds.index("barge_in")
+    expected = ["barge_in", "llm_cancelled", "tts_cancelled", "playback_stopped", "truncate", "turn_end"]
+    assert [k for k in kinds[i : i + 6] if k in expected] == [k for k in expected if k in kinds[i : i + 6]]
+    assert {"barge_in", "playback_stopped", "truncate", "turn_end"} <= set(kinds[i : i + 6])
+    (truncate,) = run.of("truncate")
+    heard = run.heard_turn()
+    assert heard is not None and heard["text"] == truncate["text"] and heard["interrupted"]
+    assert heard["generated_text"].startswith(heard["text"].split()[0])
+    # Within one word of what was played before the stop (Whisper's count of the played audio).
+    error = truncation_error_words(run, engines)
+    assert error is not None and abs(error) <= 1, (heard["text"], error)
+    # The interruption is transcribed from its start and answered.
+    users = [t["text"] for t in run.transcript if t["role"] == "user"]
+    assert len(users) == 2
+    # Its first syllable overlaps the reply's echo (double talk): looser than clean speech.
+    assert word_error_rate(run.label["interrupter_transcript"], users[1]) <= 0.35, users[1]
+    assert run.transcript[-1]["role"] == "assistant" and not run.transcript[-1].get("interrupted")
+
+
+@pytest.mark.parametrize("name", names("echo"))
+async def test_echo_alone_never_interrupts(engines, fixtures, name):
+    run = await run_fixture(engines, fixtures / f"{name}.wav")
+    assert run.barge_ins == [], run.of("asr_final")
+    assert [t["role"] for t in run.transcript] == ["user", "assistant"]
+    assert not run.transcript[1].get("interrupted")
+
+
+CALM = [
+    pytest.param(
+        n,
+        marks=pytest.mark.xfail(
+            reason="known gap (issue 3, open): under continuous kitchen noise the echo canceller's residual is "
+            "sometimes transcribed as words and cuts the reply",
+            strict=False,
+        ),
+    )
+    if n == "background_noise"
+    else n
+    for n in names("calm")
+]
+
+
+@pytest.mark.parametrize("name", CALM)
+async def test_backchannels_and_noise_do_not_cut_the_reply(engines, fixtures, name):
+    run = await run_fixture(engines, fixtures / f"{name}.wav")
+    assert run.barge_ins == [], [(e["type"], e.get("text")) for e in run.events if e["type"] != "asr_partial"]
+    assistants = [t for t in run.transcript if t["role"] == "assistant"]
+    assert len(assistants) == 1 and not assistants[0].get("interrupted")
+    # Whatever paused the reply resumed it, and every word was played.
+    assert len(run.of("playback_paused")) == len(run.of("playback_resumed"))
+    assert run.of("playback_end")
+
+
+def test_fixture_names_match_the_generator(fixtures):
+    made = {p.stem for p in fixtures.glob("*.wav")}
+    assert made == set(names("interrupt") + names("echo") + names("calm"))
+
+
+async def test_real_time_barge_in_aborts_generation(engines, fixtures):
+    """On real time the LLM is still generating when the person cuts in: the
+    request is aborted in the engine and no token arrives after it."""
+    # On real time the reply starts later than on virtual time (the engines take
+    # time): the 2.4 s fixture interrupts about a second into it.
+    run = await run_fixture(engines, fixtures / "interrupt_a0003_2400ms.wav", fast=False)
+    assert run.errors == []
+    assert len(run.barge_ins) >= 1
+    barge = run.barge_ins[0]
+    r = barge["response"]
+    kinds_after = [e["type"] for e in run.events if e["t"] >= barge["t"] and e.get("response") == r]
+    assert "llm_cancelled" in kinds_after, kinds_after
+    assert not {"llm_first_token", "tts_chunk", "llm_done", "playback_start"} & set(kinds_after)
+    await asyncio.sleep(0.2)
+    assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
+    paused = next(e for e in run.events if e["type"] == "playback_paused" and e["response"] == r)
+    assert paused["t"] - run.label["interrupt_onset_s"] <= 0.45

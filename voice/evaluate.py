@@ -1,0 +1,111 @@
+"""Replaying labelled fixtures and measuring barge-in behaviour.
+
+Shared by the tests and ``scripts/bench_bargein``: one place that says what
+"reaction time" and "truncation error" mean.
+
+- reaction time: from the labelled onset of the interrupting speech to the
+  first sample after which the reply audio stays silent (measured on the
+  reply track, not taken from the log);
+- truncation error: the number of words in the stored (heard) assistant text
+  minus the number of words Whisper hears in the reply audio that was actually
+  played before the stop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from transport.echo_path import EchoPath
+from transport.replay import replay
+from voice.audio import load_audio
+from voice.clock import MonotonicClock, VirtualClock
+from voice.engines import Engines
+from voice.session import Session, SessionConfig
+
+
+@dataclass
+class FixtureRun:
+    label: dict[str, Any]
+    events: list[dict[str, Any]]
+    transcript: list[dict[str, Any]]
+    reply: np.ndarray
+    rate: int
+    errors: list[str] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    @property
+    def barge_ins(self) -> list[dict[str, Any]]:
+        return self.of("barge_in")
+
+    def reaction_s(self) -> float | None:
+        """Interrupt onset to silent output, measured on the reply audio."""
+        onset = self.label.get("interrupt_onset_s")
+        if onset is None:
+            return None
+        n = self.rate // 200  # 5 ms
+        start = round(onset * self.rate)
+        env = np.abs(self.reply[start:])
+        env = env[: len(env) // n * n].reshape(-1, n).max(axis=1)
+        quiet = env < 1e-3
+        # The first 5 ms step from which the output stays silent for 200 ms.
+        run = 40
+        for k in range(len(quiet) - run):
+            if quiet[k : k + run].all():
+                return k * n / self.rate
+        return None
+
+    def heard_turn(self) -> dict[str, Any] | None:
+        return next((t for t in self.transcript if t.get("interrupted")), None)
+
+    def played_audio_before_stop(self) -> np.ndarray | None:
+        """The first reply's audio from its start to the pause that cut it."""
+        if not self.barge_ins:
+            return None
+        start = next(e["t"] for e in self.of("playback_start") if e["response"] == self.barge_ins[0]["response"])
+        stop = self.barge_ins[0]["paused_at"] + 0.02
+        return self.reply[round(start * self.rate) : round(stop * self.rate)]
+
+
+def load_label(wav: Path) -> dict[str, Any]:
+    return json.loads(wav.with_suffix(".json").read_text())
+
+
+async def run_fixture(
+    engines: Engines,
+    wav: Path,
+    fast: bool = True,
+    echo_db: float | None = None,
+    config: SessionConfig | None = None,
+) -> FixtureRun:
+    """Replay one fixture with the echo its label asks for (or ``echo_db``)."""
+    label = load_label(wav)
+    db = label.get("echo_db") if echo_db is None else echo_db
+    echo = None if db is None else EchoPath(db, label.get("echo_delay_ms", 30))
+    events: list[dict[str, Any]] = []
+    clock = VirtualClock() if fast else MonotonicClock()
+    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
+    try:
+        result = await replay(session, load_audio(wav), settle=fast, echo=echo)
+    finally:
+        await session.aclose()
+    return FixtureRun(label, events, session.history.to_json(), result.reply, engines.output_rate, session.errors)
+
+
+def truncation_error_words(run: FixtureRun, engines: Engines) -> int | None:
+    """Stored heard words minus the words Whisper hears in what was played."""
+    turn = run.heard_turn()
+    played = run.played_audio_before_stop()
+    if turn is None or played is None:
+        return None
+    from voice.audio import ASR_RATE, resample
+
+    audio = resample(played, run.rate, ASR_RATE)
+    heard_by_asr = engines.asr_final.transcribe(np.concatenate([audio, np.zeros(ASR_RATE // 2, np.float32)]))
+    return len(turn["text"].split()) - len(heard_by_asr.split())
