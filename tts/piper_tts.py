@@ -57,8 +57,15 @@ class PiperTTS:
         self.voice_rate = self.voice.config.sample_rate
         self.output_rate = output_rate
         self._syn_config = SynthesisConfig(noise_w_scale=noise_w_scale)
+        # Virtual-time replays also take the generator's noise out, so the audio
+        # (and so the echo the microphone hears) is the same on every run.
+        self._exact_config = SynthesisConfig(noise_w_scale=0.0, noise_scale=0.0)
 
-    def synthesize(self, text: str, cancel: threading.Event | None = None) -> Iterator[SpeechPiece]:
+    def synthesize(
+        self, text: str, cancel: threading.Event | None = None, exact: bool = False
+    ) -> Iterator[SpeechPiece]:
+        """Speech for ``text``, sentence by sentence; ``exact`` makes it bit-for-bit repeatable."""
+        config = self._exact_config if exact else self._syn_config
         words = speakable(text).split()
         sentences = self.voice.phonemize(text)
         # Share the text's words out over piper's sentences by phonetic word count.
@@ -71,7 +78,7 @@ class PiperTTS:
             mine = words[taken:] if last else words[taken : taken + counts[i]]
             taken += len(mine)
             ids = self.voice.phonemes_to_ids(phonemes)
-            result = self.voice.phoneme_ids_to_audio(ids, self._syn_config, include_alignments=True)
+            result = self.voice.phoneme_ids_to_audio(ids, config, include_alignments=True)
             audio, id_samples = result if isinstance(result, tuple) else (result, None)
             audio = np.asarray(audio, dtype=np.float32).reshape(-1)
             peak = float(np.max(np.abs(audio))) if audio.size else 0.0

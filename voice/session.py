@@ -374,7 +374,7 @@ class Session:
 
         def work() -> None:
             try:
-                for piece in self.engines.tts.synthesize(cmd.text, cancel):
+                for piece in self.engines.tts.synthesize(cmd.text, cancel, exact=self.lockstep):
                     loop.call_soon_threadsafe(pieces.put_nowait, piece)
             except Exception as e:
                 loop.call_soon_threadsafe(pieces.put_nowait, e)

@@ -25,10 +25,14 @@ def assert_events_in_order(run) -> None:
         assert starts[u] < t_end["t"] and t_end["end"] <= t_end["t"]
     for final in run.of("asr_final"):
         assert final["t"] >= ends[final["utterance"]]["t"]
+    cut = {e["response"] for e in run.of("barge_in")}
     for r in {e["response"] for e in run.of("response_start")}:
         seq = [e["type"] for e in run.events if e.get("response") == r and e["type"] in ORDER]
         firsts = [k for i, k in enumerate(seq) if k not in seq[:i]]
-        assert firsts == ORDER, f"response {r}: {seq}"
+        if r in cut:  # a reply cut by barge-in stops wherever it was, and ends its turn
+            assert firsts == [k for k in ORDER if k in firsts] and firsts[-1] == "turn_end", f"response {r}: {seq}"
+        else:
+            assert firsts == ORDER, f"response {r}: {seq}"
 
 
 def envelope(audio: np.ndarray, rate: int) -> np.ndarray:
@@ -51,8 +55,12 @@ async def test_recording_is_transcribed_and_answered(engines, replay_run, rec):
     assert wer <= 0.2, f"WER {wer:.2f}: {run.user_text()!r}"
     users = [t for t in run.transcript if t["role"] == "user"]
     assistants = [t for t in run.transcript if t["role"] == "assistant"]
-    assert users and len(assistants) == len(users), run.transcript
-    assert all(len(a["text"].split()) >= 2 for a in assistants)
+    # JFK pauses for over a second mid-sentence: his next words cut the reply
+    # before (barge-in), and only the last user turn is sure to get a whole one.
+    assert run.transcript[-1]["role"] == "assistant" and not run.transcript[-1].get("interrupted")
+    whole = [a for a in assistants if not a.get("interrupted")]
+    assert len(whole) + len(run.of("barge_in")) == len(users), run.transcript
+    assert all(len(a["text"].split()) >= 2 for a in assistants if not a.get("interrupted"))
     # Each turn is answered with audible speech, after the person stopped.
     assert audible_seconds(run.reply, run.rate) >= 0.5 * len(users)
     for start in run.of("playback_start"):
