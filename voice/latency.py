@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-STAGES = ("endpoint", "asr_final", "llm_first_token", "first_chunk", "first_audio")
+# The per-turn figures, in pipeline order (TurnLatency's field names).
+STAGES = ("endpoint_s", "asr_final_s", "llm_first_token_s", "first_chunk_s", "first_audio_s", "voice_to_voice_s")
 
 
 @dataclass

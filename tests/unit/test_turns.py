@@ -110,6 +110,13 @@ def speaking(conv: Conversation, text="It is noon. The sun is high.", played=0):
     return r
 
 
+def short_speech_over(conv: Conversation, end: float) -> TranscribeFinal:
+    """The person speaks over the reply from 2.5 s to ``end``; its final pass is due."""
+    conv.speech_started(2.5, 2.7)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(end, end + 0.5))
+    return tf
+
+
 def test_speech_over_the_reply_pauses_it_at_once():
     conv = Conversation()
     speaking(conv, played=150)
@@ -148,8 +155,7 @@ def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
 def test_a_backchannel_resumes_the_reply_and_is_not_a_turn():
     conv = Conversation()
     r = speaking(conv, played=150)
-    conv.speech_started(2.5, 2.7)
-    (tf,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4))
+    tf = short_speech_over(conv, 2.9)
     cmds = conv.transcript_final(tf.utterance, "Uh-huh.", 2.5, 2.9, 3.5)
     assert of(ResumePlayback, cmds) and "backchannel" in emitted(cmds)
     assert of(CancelResponse, cmds) == [] and of(StartResponse, cmds) == []
@@ -162,16 +168,14 @@ def test_a_backchannel_resumes_the_reply_and_is_not_a_turn():
 def test_noise_with_no_words_resumes():
     conv = Conversation()
     speaking(conv, played=150)
-    conv.speech_started(2.5, 2.7)
-    (tf,) = of(TranscribeFinal, conv.speech_ended(2.8, 3.3))
+    tf = short_speech_over(conv, 2.8)
     assert of(ResumePlayback, conv.transcript_final(tf.utterance, "", 2.5, 2.8, 3.4))
 
 
 def test_a_short_stop_word_is_a_barge_in():
     conv = Conversation()
     r = speaking(conv, played=150)
-    conv.speech_started(2.5, 2.7)
-    (tf,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4))
+    tf = short_speech_over(conv, 2.9)
     cmds = conv.transcript_final(tf.utterance, "Stop.", 2.5, 2.9, 3.5)
     assert of(CancelResponse, cmds) == [CancelResponse(r)]
     assert of(StartResponse, cmds)  # "Stop." is itself answered
