@@ -7,6 +7,12 @@ of frames above ``threshold`` have been heard, gaps shorter than
 onset is the first of those frames. It ends once the probability stayed below
 ``threshold - 0.15`` for ``hangover_s``. Edge times are exact frame times on the
 session's timeline.
+
+Before a start is confirmed, :class:`SpeechOnset` says early that speech may
+be starting (``onset_s`` of voiced frames), and :class:`OnsetDropped` that it
+was not confirmed after all: the assistant pauses its reply on the first and
+resumes on the second, so it reacts to speech over it faster than the
+minimum that keeps coughs out of the conversation.
 """
 
 from __future__ import annotations
@@ -21,6 +27,18 @@ class EndpointConfig:
     hangover_s: float = 0.5
     preroll_s: float = 0.3  # audio kept before the onset for the ASR
     start_gap_s: float = 0.3  # silence that resets a not yet confirmed start
+    onset_s: float = 0.096  # three frames: early notice of a possible start
+
+
+@dataclass(frozen=True)
+class SpeechOnset:
+    onset: float  # where the voiced frames began
+    t: float  # when ``onset_s`` of them had been heard
+
+
+@dataclass(frozen=True)
+class OnsetDropped:
+    t: float  # the voiced frames since the last SpeechOnset did not become speech
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,9 @@ class SpeechEnd:
     t: float  # when the hangover confirmed it
 
 
+Edge = SpeechOnset | OnsetDropped | SpeechStart | SpeechEnd
+
+
 class Endpointer:
     def __init__(self, config: EndpointConfig, frame_s: float) -> None:
         self.config = config
@@ -44,8 +65,14 @@ class Endpointer:
         self._voiced_s = 0.0  # voiced time heard since _run_start
         self._last_voiced_end = 0.0
         self.silence_s = 0.0  # trailing silence in the current utterance
+        self._noticed = False  # a SpeechOnset was given for the start being confirmed
 
-    def push(self, prob: float, t: float) -> SpeechStart | SpeechEnd | None:
+    @property
+    def last_voiced_end(self) -> float:
+        """End of the last voiced frame (in an utterance: where its speech so far ends)."""
+        return self._last_voiced_end
+
+    def push(self, prob: float, t: float) -> Edge | None:
         """One frame that spans ``t .. t + frame_s``."""
         cfg = self.config
         end_t = t + self.frame_s
@@ -59,9 +86,16 @@ class Endpointer:
                 if self._voiced_s >= cfg.min_speech_s - 1e-9:
                     self.in_speech = True
                     self.silence_s = 0.0
+                    self._noticed = False
                     return SpeechStart(self._run_start, end_t)
+                if not self._noticed and self._voiced_s >= cfg.onset_s - 1e-9:
+                    self._noticed = True
+                    return SpeechOnset(self._run_start, end_t)
             elif self._run_start is not None and end_t - self._last_voiced_end > cfg.start_gap_s + 1e-9:
                 self._run_start = None
+                if self._noticed:
+                    self._noticed = False
+                    return OnsetDropped(end_t)
             return None
         if prob >= cfg.threshold - 0.15:
             self._last_voiced_end = end_t

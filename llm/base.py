@@ -1,6 +1,7 @@
 """The LLM interface the pipeline talks to.
 
-``stream(messages, request_id)`` is an async iterator of text deltas. To cancel,
+``stream(messages, request_id)`` is an async iterator of text deltas
+(:class:`Delta`: a ``str`` that also says how many tokens it took). To cancel,
 close it (``aclose()``) or cancel the task iterating it: the backend then
 aborts the request inside the engine (embedded vLLM) or closes the HTTP stream
 (a server), so no further token is generated for it.
@@ -22,6 +23,22 @@ class GenerationConfig:
     seed: int = 0
 
 
+class Delta(str):
+    """A piece of streamed reply text, and the number of tokens generated for it.
+
+    vLLM says exactly (a delta may hold several tokens, or a token may hold
+    no whole character yet); an OpenAI-compatible stream sends one token per
+    event, so there it is 1.
+    """
+
+    tokens: int
+
+    def __new__(cls, text: str, tokens: int = 1) -> Delta:
+        delta = super().__new__(cls, text)
+        delta.tokens = tokens
+        return delta
+
+
 class LLMError(RuntimeError):
     """The LLM failed mid-request (engine died, server gone, bad reply)."""
 
@@ -29,7 +46,7 @@ class LLMError(RuntimeError):
 class LLM(Protocol):
     name: str
 
-    def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[str]: ...
+    def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]: ...
 
     async def close(self) -> None: ...
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from llm.base import GenerationConfig, LLMError, approx_tokens, fit_to_context
+from llm.base import Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
 
 
 class OpenAIChatClient:
@@ -80,7 +80,7 @@ class OpenAIChatClient:
                     for choice in event.get("choices", []):
                         delta = choice.get("delta", {}).get("content")
                         if delta:
-                            yield delta
+                            yield Delta(delta)
             raise LLMError(f"{self.base_url}: the stream ended without [DONE]")
         except httpx.HTTPError as e:
             raise LLMError(f"{self.base_url}: {type(e).__name__}: {e}") from e

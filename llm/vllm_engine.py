@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from llm.base import GenerationConfig, LLMError, fit_to_context
+from llm.base import Delta, GenerationConfig, LLMError, fit_to_context
 
 
 def _configure_environment(cache_dir: Path) -> None:
@@ -81,7 +81,7 @@ class VLLMEngine:
         budget = self.max_model_len - self.generation.max_tokens
         return self._encode(fit_to_context(messages, lambda m: len(self._encode(m)), budget))
 
-    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[str]:
+    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[Delta]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -97,13 +97,16 @@ class VLLMEngine:
         )
         rid = request_id or uuid.uuid4().hex
         finished = False
+        tokens = 0  # generated since the last delta given out
         try:
             async for out in self.engine.generate(
                 TokensPrompt(prompt_token_ids=self.prompt_ids(messages)), params, rid
             ):
                 text = out.outputs[0].text if out.outputs else ""
+                tokens += len(out.outputs[0].token_ids) if out.outputs else 0
                 if text:
-                    yield text
+                    yield Delta(text, tokens)
+                    tokens = 0
                 finished = out.finished
         except Exception as e:  # the engine died or refused the request
             if type(e).__name__ in {"EngineDeadError", "EngineGenerateError"} or isinstance(e, ValueError):

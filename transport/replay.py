@@ -10,6 +10,7 @@ timeline; otherwise blocks are fed at the real pace. Same code either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,13 @@ BLOCK_S = 0.02  # 20 ms: the output block a barge-in must stop within
 class ReplayResult:
     reply: np.ndarray  # float32 at the session's output rate, on the input's timeline
     duration_s: float  # input plus the tail fed while the reply finished
+    # How late blocks were fed after their due time (real time: the loop
+    # falling behind; always 0 on virtual time).
+    lateness_max_s: float = 0.0
+    lateness_p99_s: float = 0.0
+
+
+BlockSource = Callable[[int, Session], np.ndarray | None]
 
 
 async def replay(
@@ -39,21 +47,76 @@ async def replay(
     span of the next input block.
     """
     in_block = round(BLOCK_S * ASR_RATE)
+    n_in_blocks = -(-len(audio) // in_block)
+    silence = np.zeros(in_block, dtype=np.float32)
+
+    def source(i: int, session: Session) -> np.ndarray | None:
+        if i >= n_in_blocks:
+            # The input is over: silence until the assistant has finished its reply.
+            return None if session.idle else silence
+        return audio[i * in_block : (i + 1) * in_block]
+
+    return await feed(session, source, settle, n_in_blocks + round(max_tail_s / BLOCK_S), echo)
+
+
+async def replay_turns(
+    session: Session, utterances: list[np.ndarray], settle: bool, gap_s: float = 0.3, max_wait_s: float = 60.0
+) -> ReplayResult:
+    """A conversation: each utterance is said once the assistant has finished the previous reply.
+
+    After each utterance the feed plays silence until the session is idle
+    (the reply is over, or there was none), then ``gap_s`` more, then the next
+    utterance: a person who waits for the answer before speaking again.
+    """
+    in_block = round(BLOCK_S * ASR_RATE)
+    silence = np.zeros(in_block, dtype=np.float32)
+    gap = max(1, round(gap_s / BLOCK_S))
+    queue = list(utterances)
+    state = {"audio": queue.pop(0) if queue else np.zeros(0, np.float32), "pos": 0, "quiet": 0, "waited": 0}
+    min_wait = round(1.0 / BLOCK_S)  # the endpoint takes a hangover: idle right after speech means nothing yet
+
+    def source(i: int, session: Session) -> np.ndarray | None:
+        audio, pos = state["audio"], state["pos"]
+        if pos < len(audio):
+            state["pos"] = pos + in_block
+            state["waited"] = 0
+            return audio[pos : pos + in_block]
+        state["waited"] += 1
+        if state["waited"] > round(max_wait_s / BLOCK_S):
+            raise TimeoutError(f"no end of the reply after {max_wait_s} s")
+        if state["waited"] >= min_wait and session.idle:
+            state["quiet"] += 1
+            if state["quiet"] >= gap:
+                if not queue:
+                    return None
+                state.update(audio=queue.pop(0), pos=0, quiet=0)
+        return silence
+
+    return await feed(session, source, settle, 10**9)
+
+
+async def feed(
+    session: Session, source: BlockSource, settle: bool, max_blocks: int, echo: EchoPath | None = None
+) -> ReplayResult:
+    """The block loop under every replay: ``source(i, session)`` gives input block ``i`` (None: stop)."""
+    in_block = round(BLOCK_S * ASR_RATE)
     out_rate = session.output_rate
     out_block = round(BLOCK_S * out_rate)
-    n_in_blocks = -(-len(audio) // in_block)
-    max_blocks = n_in_blocks + round(max_tail_s / BLOCK_S)
     reply: list[np.ndarray] = []
     silence = np.zeros(in_block, dtype=np.float32)
     to_16k = soxr.ResampleStream(out_rate, ASR_RATE, 1, dtype="float32") if echo else None
     echo_buf = np.zeros(0, dtype=np.float32)  # echo still to reach the microphone
+    lateness: list[float] = []
+    clock = session.clock
     i = 0
     while i < max_blocks:
-        if i >= n_in_blocks and session.idle:
-            break  # the input is over and the assistant has finished its reply
+        block = source(i, session)
+        if block is None:
+            break
         # Block i is the audio of [i, i + 1) * BLOCK_S: it exists once its end is reached.
-        await session.clock.sleep_until((i + 1) * BLOCK_S)
-        block = audio[i * in_block : (i + 1) * in_block] if i < n_in_blocks else silence
+        due = (i + 1) * BLOCK_S
+        await clock.sleep_until(due)
+        lateness.append(clock.now() - due)
         if len(block) < in_block:
             block = np.concatenate([block, silence[: in_block - len(block)]])
         if echo is not None:
@@ -70,5 +133,7 @@ async def replay(
     # The block pulled at the end of input block i starts playing then: one
     # block of silence leads the reply track.
     reply.insert(0, np.zeros(out_block, dtype=np.float32))
-    out = np.concatenate(reply)
-    return ReplayResult(out, i * BLOCK_S)
+    late = np.asarray(lateness or [0.0])
+    return ReplayResult(
+        np.concatenate(reply), i * BLOCK_S, round(float(late.max()), 4), round(float(np.percentile(late, 99)), 4)
+    )

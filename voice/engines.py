@@ -25,6 +25,8 @@ class EngineConfig:
     llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
     llm_compile: bool = False  # torch.compile in the embedded engine (slow start on the CPU)
     device: str = "auto"
+    # Silence encoded after each utterance (None: Whisper's full 30 s window, ~4x slower on a CPU).
+    asr_window_pad_s: float | None = 3.0
     output_rate: int = 24000
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     cache_dir: Path = models.ROOT / ".cache"
@@ -49,6 +51,10 @@ class Engines:
     tts: PiperTTS
     output_rate: int
     load_times: dict[str, float] = field(default_factory=dict)
+    # Partial passes running now, over all sessions (event-loop thread only), and
+    # the most allowed: beyond it, sessions skip partials rather than queue them.
+    partials_in_flight: int = 0
+    max_partials_in_flight: int = 1
     # One thread each: the final pass never queues behind a partial pass, and
     # TTS never waits for ASR.
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
@@ -90,12 +96,17 @@ def load_engines(cfg: EngineConfig) -> Engines:
             ),
         )
     vad = timed("vad", lambda: load_session(models.vad_model_path()))
-    asr_final = timed("asr_final", lambda: WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device))
+    asr_final = timed(
+        "asr_final",
+        lambda: WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device, pad_s=cfg.asr_window_pad_s),
+    )
     asr_partial = None
     if cfg.partial_model:
         asr_partial = timed(
             "asr_partial",
-            lambda: WhisperRecognizer(models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1),
+            lambda: WhisperRecognizer(
+                models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
+            ),
         )
     tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
     return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times)

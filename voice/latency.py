@@ -26,28 +26,44 @@ class TurnLatency:
         return asdict(self)
 
 
-def turn_latencies(events: Iterable[dict[str, Any]]) -> list[TurnLatency]:
-    """One entry per answered user turn, from ``events`` in log order."""
-    ends: dict[int, dict[str, float]] = {}  # utterance -> speech end, endpoint, final
-    turns: dict[int, tuple[TurnLatency, dict[str, float]]] = {}  # response -> (turn, marks)
-    for e in events:
+class TurnTracker:
+    """Follows one session's events and completes a :class:`TurnLatency` per answered turn.
+
+    :meth:`push` takes the events in log order and returns a turn once its
+    first reply sample was played (every stage is known then), else None.
+    """
+
+    def __init__(self) -> None:
+        self._ends: dict[int, dict[str, float]] = {}  # utterance -> speech end, endpoint, final
+        self.turns: dict[int, tuple[TurnLatency, dict[str, float]]] = {}  # response -> (turn, marks)
+
+    def push(self, e: dict[str, Any]) -> TurnLatency | None:
         kind = e["type"]
         if kind == "speech_end":
-            ends[e["utterance"]] = {"end": e["end"], "endpoint": e["t"]}
-        elif kind == "asr_final" and e["utterance"] in ends:
-            ends[e["utterance"]]["final"] = e["t"]
+            self._ends[e["utterance"]] = {"end": e["end"], "endpoint": e["t"]}
+        elif kind == "asr_final" and e["utterance"] in self._ends:
+            self._ends[e["utterance"]]["final"] = e["t"]
         elif kind == "response_start":
-            u = ends.get(e["utterance"], {})
+            u = self._ends.pop(e["utterance"], {})
             turn = TurnLatency(e["response"], e["text"], u.get("end", e["t"]))
-            turns[e["response"]] = (turn, {k: v for k, v in u.items() if k != "end"} | {"request": e["t"]})
-        elif e.get("response") in turns:
-            turn, marks = turns[e["response"]]
+            self.turns[e["response"]] = (turn, {k: v for k, v in u.items() if k != "end"} | {"request": e["t"]})
+        elif e.get("response") in self.turns:
+            turn, marks = self.turns[e["response"]]
             key = {"llm_first_token": "token", "tts_chunk": "chunk", "playback_start": "audio"}.get(kind)
             if key and key not in marks:
                 marks[key] = e["t"]
                 if key == "audio":
                     _fill(turn, marks)
-    return [turn for turn, _ in turns.values()]
+                    return turn
+        return None
+
+
+def turn_latencies(events: Iterable[dict[str, Any]]) -> list[TurnLatency]:
+    """One entry per answered user turn, from ``events`` in log order."""
+    tracker = TurnTracker()
+    for e in events:
+        tracker.push(e)
+    return [turn for turn, _ in tracker.turns.values()]
 
 
 def _fill(turn: TurnLatency, m: dict[str, float]) -> None:

@@ -8,6 +8,8 @@ writes ``out/reply.wav`` (the assistant's audio on the input's timeline),
 ``out/events.jsonl`` (every pipeline event, flushed as it happens) and
 ``out/transcript.json``, and prints the conversation and a per-turn latency
 breakdown. ``--fast`` runs on virtual time: exact, repeatable timings.
+``--metrics-port`` serves Prometheus metrics while it runs; ``--log-json``
+logs every event as a JSON line on stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from voice.audio import AudioInputError, load_audio
 from voice.clock import MonotonicClock, VirtualClock
 from voice.engines import EngineConfig, load_engines
 from voice.latency import format_table, turn_latencies
+from voice.logs import EventSink, event_logger, fan_out, use_json_logs
+from voice.metrics import PipelineMetrics, serve
 from voice.models import MissingModelError
 from voice.session import Session, SessionConfig
 from voice.turns import BargeInPolicy
@@ -79,13 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
     p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
+    p.add_argument(
+        "--asr-full-window", action="store_true", help="encode Whisper's whole 30 s window (slower; see README)"
+    )
+    p.add_argument("--no-early-final", action="store_true", help="start the final ASR pass only at the endpoint")
     p.add_argument("--output-rate", type=int, default=24000, help="reply audio sample rate")
     p.add_argument("--vad-threshold", type=float, default=EndpointConfig.threshold)
     p.add_argument(
         "--min-speech-ms",
         type=int,
         default=round(EndpointConfig.min_speech_s * 1000),
-        help="speech needed to start a turn, and to pause the reply (barge-in minimum)",
+        help="speech needed to start a turn, or to judge speech over the reply (barge-in minimum)",
     )
     p.add_argument("--hangover-ms", type=int, default=round(EndpointConfig.hangover_s * 1000))
     p.add_argument("--preroll-ms", type=int, default=round(EndpointConfig.preroll_s * 1000))
@@ -98,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=round(BargeInPolicy.commit_s * 1000),
         help="speech over the reply this long is a barge-in without waiting for its words",
     )
+    p.add_argument(
+        "--pause-ms",
+        type=int,
+        default=round(EndpointConfig.onset_s * 1000),
+        help="voiced sound over the reply this long pauses it at once (resumed if it is not speech)",
+    )
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics")
+    p.add_argument("--log-json", action="store_true", help="log every event as a JSON line on stderr")
     p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
     return p
 
@@ -121,8 +137,16 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
 
     args.out.mkdir(parents=True, exist_ok=True)
     log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
+    sinks: list[EventSink] = [log]
+    if args.metrics_port is not None:
+        metrics = PipelineMetrics()
+        serve(metrics, args.metrics_port)
+        print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
+        sinks.append(metrics.sink("replay"))
+    if args.log_json:
+        sinks.append(event_logger("replay"))
     clock = VirtualClock() if args.fast else MonotonicClock()
-    session = Session(engines, clock, session_cfg, on_event=log, lockstep=args.fast)
+    session = Session(engines, clock, session_cfg, on_event=fan_out(*sinks), lockstep=args.fast)
     try:
         echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
         result = await replay(session, audio, settle=args.fast, echo=echo)
@@ -150,9 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         os.environ.setdefault("TQDM_DISABLE", "1")
-        logging.basicConfig(level=logging.WARNING)
+    if args.log_json:
+        use_json_logs()
+        if not args.verbose:  # the pipeline's events and errors, not every library's chatter
+            for name in ("vllm", "faster_whisper", "httpx"):
+                logging.getLogger(name).setLevel(logging.WARNING)
     else:
-        logging.basicConfig(level=logging.INFO)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.replay is None:
         return fail("give --replay FILE (the microphone mode is not built yet)")
@@ -168,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         llm_url=args.llm_url,
         llm_compile=args.llm_compile,
         device=args.device,
+        asr_window_pad_s=None if args.asr_full_window else EngineConfig.asr_window_pad_s,
         output_rate=args.output_rate,
         generation=GenerationConfig(max_tokens=args.max_tokens),
     )
@@ -176,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         min_speech_s=args.min_speech_ms / 1000,
         hangover_s=args.hangover_ms / 1000,
         preroll_s=args.preroll_ms / 1000,
+        onset_s=args.pause_ms / 1000,
     )
     session_cfg = SessionConfig(
         endpoint=endpoint,
         barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
         echo_cancel=not args.no_aec,
+        early_final_s=None if args.no_early_final else SessionConfig.early_final_s,
     )
     if args.system_prompt is not None:
         session_cfg = dataclasses.replace(session_cfg, system_prompt=args.system_prompt)

@@ -17,7 +17,9 @@ How a cut is chosen:
   those the grouper waits for the next word.
 * A newline ends a chunk (list items, paragraphs).
 * The first chunk of a reply may end at a clause boundary (``,`` ``;`` ``:``
-  or a dash) once it holds a few words, so that speech starts early.
+  or a dash) once it holds a few words, or, once it holds a few more, before
+  a conjunction (``and``, ``but``, ``because``, ``which`` ...): a breath
+  group, so that speech starts early without waiting for a long sentence.
 * A chunk that grows past ``max_chars`` without any boundary is cut at the
   last whitespace: never inside a word.
 * No cut is made inside an unclosed ``[`` or ``(``, so that a markdown link is
@@ -83,6 +85,10 @@ _MAYBE_FINAL = {"etc", "u.s", "u.k", "u.s.a", "a.m", "p.m", "e.u", "ph.d", "al"}
 _TERMINATORS = ".!?…"
 _CLOSERS = "\"'”’)]»"
 _CLAUSE = ",;:—–"
+# Words that open a phrase: a first chunk may end before one of them.
+_PHRASE_STARTERS = frozenset(
+    "and but or so because which who whom whose when while where if although though since until unless whether".split()  # noqa: SIM905 - a word list reads best as words
+)
 
 _EMOJI = re.compile("[\U0001f000-\U0001faff\U0001f1e6-\U0001f1ff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d\u20e3]")
 _LINE_MARKUP = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+|>[ \t]*|[-*+][ \t]+)")
@@ -112,8 +118,9 @@ def speakable(raw: str, at_line_start: bool = True) -> str:
 class SentenceGrouper:
     """Groups streamed text into chunks that can be spoken one by one."""
 
-    def __init__(self, first_clause_min_words: int = 4, max_chars: int = 300) -> None:
+    def __init__(self, first_clause_min_words: int = 4, max_chars: int = 300, first_phrase_min_words: int = 5) -> None:
         self.first_clause_min_words = first_clause_min_words
+        self.first_phrase_min_words = first_phrase_min_words
         self.max_chars = max_chars
         self._buf = ""
         self._line_start = True  # whether _buf starts a line of the whole text
@@ -172,6 +179,14 @@ class SentenceGrouper:
                 last_space = i
                 if c == "\n" and depth == 0 and buf[:i].strip():
                     return self._after_whitespace(i)
+                if self._emitted == 0 and depth == 0 and words >= self.first_phrase_min_words:
+                    j = self._after_whitespace(i)
+                    k = j
+                    while k < n and not buf[k].isspace():
+                        k += 1
+                    # Only a whole word decides (at the end of the text, the last one is whole).
+                    if (k < n or final) and buf[j:k].lower() in _PHRASE_STARTERS:
+                        return j
             elif c in _TERMINATORS and depth == 0:
                 j = i + 1
                 while j < n and (buf[j] in _TERMINATORS or buf[j] in _CLOSERS):

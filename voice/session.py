@@ -24,9 +24,10 @@ import numpy as np
 import soxr
 
 from asr.echo import EchoCanceller, EchoGate
-from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
+from asr.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
 from asr.streaming import PartialConfig, PartialPolicy
 from asr.vad import FRAME, SileroVAD
+from asr.whisper import Transcript
 from voice.audio import ASR_RATE, AudioBuffer
 from voice.clock import Clock
 from voice.engines import Engines
@@ -63,6 +64,11 @@ class SessionConfig:
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
     echo_cancel: bool = True  # remove the assistant's own voice from the microphone
     final_tail_s: float = 0.1  # audio after the last voiced frame given to the final pass
+    # Silence after which the final pass starts, before the endpoint (None: at the endpoint).
+    # At least final_tail_s, so the pass has its tail.
+    early_final_s: float | None = 0.128
+    # The first chunk of a reply may end before a conjunction once it has this many words (None: never).
+    first_phrase_min_words: int | None = 5
 
 
 class Session:
@@ -84,7 +90,14 @@ class Session:
         self.config = config or SessionConfig()
         self.output_rate = engines.output_rate
         self._on_event = on_event or (lambda e: None)
-        self.conversation = Conversation(self.config.system_prompt, history, self.config.barge_in, self.output_rate)
+        self.conversation = Conversation(
+            self.config.system_prompt,
+            history,
+            self.config.barge_in,
+            self.output_rate,
+            self.config.early_final_s,
+            self.config.first_phrase_min_words,
+        )
         self._vad = SileroVAD(engines.vad_session)
         self._endpointer = Endpointer(self.config.endpoint, FRAME / ASR_RATE)
         self._audio = AudioBuffer(ASR_RATE)
@@ -149,7 +162,11 @@ class Session:
                 prob = self._gate(self._vad_raw(raw_frame), prob, raw_frame, frame)
             edge = self._endpointer.push(prob, t)
             now = self.clock.now()
-            if isinstance(edge, SpeechStart):
+            if isinstance(edge, SpeechOnset):
+                self._run(self.conversation.speech_onset(edge.onset, now))
+            elif isinstance(edge, OnsetDropped):
+                self._run(self.conversation.onset_dropped(now))
+            elif isinstance(edge, SpeechStart):
                 self._utterance_onset = edge.onset
                 self._partial = PartialPolicy(self.config.partials) if self.config.partials_enabled else None
                 self._run(self.conversation.speech_started(edge.onset, now))
@@ -161,6 +178,9 @@ class Session:
                     # A voiced frame: how long the person has really been speaking
                     # (the hangover's silence does not count).
                     self._run(self.conversation.speech_continues(t + FRAME / ASR_RATE))
+                else:
+                    end = self._endpointer.last_voiced_end
+                    self._run(self.conversation.speech_paused(end, self._endpointer.silence_s, now))
                 self._maybe_partial(now)
 
     def pull_audio(self, n: int) -> np.ndarray:
@@ -288,10 +308,15 @@ class Session:
         policy = self._partial
         if policy is None or self.engines.asr_partial is None:
             return
+        if self.engines.partials_in_flight >= self.engines.max_partials_in_flight:
+            # Shed load: partials are previews, and with many sessions they would
+            # queue for the recognizer and take the cores the finals need.
+            return
         audio_s = self._frames * FRAME / ASR_RATE - self._utterance_onset
         if policy.due(audio_s, self._endpointer.silence_s):
             policy.started(audio_s)
             audio = self._utterance_audio(self._utterance_onset, self._audio.end / ASR_RATE)
+            self.engines.partials_in_flight += 1
             self._spawn(self._transcribe_partial(policy, audio))
 
     async def _transcribe_partial(self, policy: PartialPolicy, audio: np.ndarray) -> None:
@@ -302,6 +327,8 @@ class Session:
             policy.running = False
             self._error("asr_partial", repr(e))
             return
+        finally:
+            self.engines.partials_in_flight -= 1
         changed = policy.finished(text)
         if changed is not None and policy is self._partial:
             stable, unstable = changed
@@ -311,22 +338,39 @@ class Session:
         audio = self._utterance_audio(cmd.onset, cmd.t)
         loop = asyncio.get_running_loop()
         try:
-            text = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.transcribe, audio)
+            heard = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.recognize, audio)
         except Exception as e:  # undecided: the final transcript decides instead
             self._error("asr_check", repr(e))
-            text = ""
-        self._run(self.conversation.interruption_checked(cmd.utterance, text, self.clock.now()))
+            heard = Transcript("", 1.0)
+        self._run(
+            self.conversation.interruption_checked(cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob)
+        )
 
     async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.end + self.config.final_tail_s)
         loop = asyncio.get_running_loop()
         try:
-            text = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.transcribe, audio)
+            heard = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.recognize, audio)
         except Exception as e:
+            if cmd.early:  # the endpoint's own pass runs instead, if the endpoint came
+                self._error("asr_early_final", repr(e))
+                self._run(self.conversation.early_failed(cmd.utterance, cmd.end))
+                return
             # The utterance is reported, not silently dropped; the turn is not stored.
             self._error("asr_final", repr(e))
-            text = ""
-        self._run(self.conversation.transcript_final(cmd.utterance, text, cmd.onset, cmd.end, self.clock.now()))
+            heard = Transcript("", 1.0)
+        if cmd.early:
+            self._run(
+                self.conversation.early_transcript(
+                    cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
+                )
+            )
+            return
+        self._run(
+            self.conversation.transcript_final(
+                cmd.utterance, heard.text, cmd.onset, cmd.end, self.clock.now(), heard.no_speech_prob
+            )
+        )
 
     # -- LLM --------------------------------------------------------------------
 

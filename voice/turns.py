@@ -17,9 +17,11 @@ States::
 
 The person's speech is segmented the whole time, whatever the assistant does.
 
-Barge-in policy. When the VAD confirms speech (its minimum, about 200 ms,
-keeps coughs and clicks out) while a reply is in flight, playback is paused at
-once, within one output block; generation and synthesis go on. Then:
+Barge-in policy. When the VAD hears the first ~100 ms of voiced frames
+while a reply is in flight, playback is paused at once, within one output
+block; generation and synthesis go on. If those frames do not become speech
+(the VAD's minimum, about 200 ms, keeps coughs and clicks out), the reply
+resumes where it paused. Once speech is confirmed:
 
 * every ``commit_s`` of speech, its words so far are checked (an ASR pass on
   the audio since the onset), and once the person is saying something (a
@@ -110,15 +112,20 @@ BACKCHANNELS = frozenset(
 class BargeInPolicy:
     commit_s: float = 0.6  # speech this long during a reply is a barge-in without waiting for words
     commit_words: int = 2  # a short utterance with this many words (backchannels not counted) is a barge-in
+    # Whisper's no-speech probability above which its words over the reply are
+    # not believed: on noise and echo residual it invents words, but knows it.
+    max_no_speech_prob: float = 0.5
     stop_words: frozenset[str] = STOP_WORDS
     backchannels: frozenset[str] = BACKCHANNELS
 
-    def interrupts(self, text: str, reply: str = "") -> bool:
+    def interrupts(self, text: str, reply: str = "", no_speech_prob: float = 0.0) -> bool:
         """Whether speech heard over the reply is meant to take the floor.
 
         Words of the reply itself are not counted: what the echo canceller
         left of the assistant's own voice, transcribed, is not the person.
         """
+        if no_speech_prob > self.max_no_speech_prob:
+            return False
         words = _words(text)
         own = set(_words(reply))
         if any(w in self.stop_words and w not in own for w in words):
@@ -135,11 +142,16 @@ def _words(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class TranscribeFinal:
-    """Run the final ASR pass on utterance ``utterance`` (onset..end, seconds)."""
+    """Run the final ASR pass on utterance ``utterance`` (onset..end, seconds).
+
+    ``early``: the pass starts in the silence before the endpoint, and its
+    answer goes to :meth:`Conversation.early_transcript`.
+    """
 
     utterance: int
     onset: float
     end: float
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,6 +224,7 @@ class _Response:
     grouper: SentenceGrouper
     ledger: PlaybackLedger = field(default_factory=PlaybackLedger)
     generated: str = ""
+    tokens: int = 0  # generated so far (as the LLM reports them with each delta)
     llm_done: bool = False
     chunks_requested: int = 0
     chunks_done: int = 0
@@ -221,10 +234,22 @@ class _Response:
 
 
 @dataclass
+class _EarlyFinal:
+    """A final pass started in the silence before the endpoint, on speech up to ``end``."""
+
+    utterance: int
+    end: float
+    text: str | None = None  # None while it runs
+    no_speech_prob: float = 0.0
+    stale: bool = False  # the person went on speaking: its audio is not the whole utterance
+    ended: bool = False  # the endpoint came while it ran: its answer is the final
+
+
+@dataclass
 class _Hold:
     """Playback paused on speech onset, while the speech is judged."""
 
-    utterance: int
+    utterance: int | None  # None until the VAD confirms the speech
     onset: float
     paused_at: float
     played: int  # samples of the reply played when it paused
@@ -241,8 +266,18 @@ class Conversation:
         history: History | None = None,
         barge_in: BargeInPolicy | None = None,
         output_rate: int = 24000,
+        early_final_s: float | None = 0.128,
+        first_phrase_min_words: int | None = 5,
     ) -> None:
+        """``early_final_s``: silence after which the final ASR pass starts,
+        before the endpoint (None: only at the endpoint). If the person goes on
+        speaking its answer is dropped; if not, the endpoint finds the
+        transcript ready or on its way, the hangover's wait spent on the ASR."""
         self.system_prompt = system_prompt
+        self.early_final_s = early_final_s
+        # The first chunk may end before a conjunction once it has this many words (None: never).
+        self.first_phrase_min_words = first_phrase_min_words
+        self._early: _EarlyFinal | None = None
         self.output_rate = output_rate
         self.history = history if history is not None else History()
         self.policy = barge_in or BargeInPolicy()
@@ -266,6 +301,22 @@ class Conversation:
 
     # -- the person -------------------------------------------------------
 
+    def speech_onset(self, onset: float, t: float) -> list[Command]:
+        """The VAD heard voiced frames from ``onset`` on: maybe speech, not confirmed yet."""
+        r = self._response
+        if r is None or self._hold is not None:
+            return []
+        self._hold = _Hold(None, onset, t, r.ledger.played)
+        self.state = State.PAUSED
+        return [PausePlayback(), Emit("playback_paused", t, {"response": r.id, "utterance": None})]
+
+    def onset_dropped(self, t: float) -> list[Command]:
+        """The voiced frames of the last :meth:`speech_onset` did not become speech."""
+        hold = self._hold
+        if hold is None or hold.utterance is not None:
+            return []
+        return self._resume(t, "", reason="noise")
+
     def speech_started(self, onset: float, t: float) -> list[Command]:
         """The VAD confirmed speech that began at ``onset`` (pre-roll excluded)."""
         self.user_speaking = True
@@ -273,7 +324,11 @@ class Conversation:
         self._onset = onset
         out: list[Command] = [Emit("speech_start", t, {"onset": round(onset, 3), "utterance": self._utterance})]
         r = self._response
-        if r is not None and self._hold is None:
+        hold = self._hold
+        if r is not None and hold is not None and hold.utterance is None:
+            hold.utterance = self._utterance  # paused on its onset already
+            hold.onset = onset
+        elif r is not None and hold is None:
             self._hold = _Hold(self._utterance, onset, t, r.ledger.played)
             self.state = State.PAUSED
             out += [PausePlayback(), Emit("playback_paused", t, {"response": r.id, "utterance": self._utterance})]
@@ -281,8 +336,49 @@ class Conversation:
             self.state = State.USER_SPEAKING
         return out
 
+    def speech_paused(self, end: float, silence_s: float, t: float) -> list[Command]:
+        """Speech that reached ``end`` has been followed by ``silence_s`` of silence, no endpoint yet."""
+        early = self._early
+        if self.early_final_s is None or silence_s < self.early_final_s - 1e-9 or not self.user_speaking:
+            return []
+        if early is not None and (early.text is None or early.end == end):
+            return []  # one early pass at a time (a stale one still holds the recognizer)
+        self._early = _EarlyFinal(self._utterance, end)
+        return [TranscribeFinal(self._utterance, self._onset, end, early=True)]
+
+    def early_transcript(
+        self, utterance: int, end: float, text: str, t: float, no_speech_prob: float = 0.0
+    ) -> list[Command]:
+        """The answer of an early final pass (a ``TranscribeFinal(early=True)``)."""
+        early = self._early
+        if early is None or early.utterance != utterance or early.end != end:
+            return []
+        if early.stale:
+            self._early = None
+            return []
+        if early.ended:
+            self._early = None
+            return self.transcript_final(utterance, text, self._onset, end, t, no_speech_prob)
+        early.text, early.no_speech_prob = text, no_speech_prob
+        return []
+
+    def early_failed(self, utterance: int, end: float) -> list[Command]:
+        """An early final pass raised: the endpoint's own pass is needed after all."""
+        early = self._early
+        if early is None or early.utterance != utterance or early.end != end:
+            return []
+        self._early = None
+        if early.ended and not early.stale:
+            return [TranscribeFinal(utterance, self._onset, end)]
+        return []
+
     def speech_continues(self, t: float) -> list[Command]:
         """The person is still speaking at ``t`` (called once per VAD frame)."""
+        early = self._early
+        if early is not None and early.utterance == self._utterance and t > early.end + 1e-9:
+            early.stale = True  # spoken past the audio it was given
+            if early.text is not None:
+                self._early = None
         hold = self._hold
         if hold is None or hold.utterance != self._utterance or hold.checking:
             return []
@@ -292,14 +388,15 @@ class Conversation:
         hold.checked_at = t - hold.onset
         return [CheckInterruption(hold.utterance, hold.onset, t)]
 
-    def interruption_checked(self, utterance: int, text: str, t: float) -> list[Command]:
+    def interruption_checked(self, utterance: int, text: str, t: float, no_speech_prob: float = 0.0) -> list[Command]:
         """The words of the speech over the reply so far (a CheckInterruption's answer)."""
         hold = self._hold
         if hold is None or hold.utterance != utterance:
             return []
         hold.checking = False
-        out: list[Command] = [Emit("interruption_check", t, {"utterance": utterance, "text": text})]
-        if self.policy.interrupts(text, self._reply_text()):
+        fields = {"utterance": utterance, "text": text, "no_speech_prob": round(no_speech_prob, 2)}
+        out: list[Command] = [Emit("interruption_check", t, fields)]
+        if self.policy.interrupts(text, self._reply_text(), no_speech_prob):
             out += self._barge_in(t, reason="words")
         return out
 
@@ -311,22 +408,29 @@ class Conversation:
         self._transcribing.add(self._utterance)
         if self.state is State.USER_SPEAKING:
             self.state = State.THINKING
-        return [
-            Emit("speech_end", t, {"end": round(end, 3), "utterance": self._utterance}),
-            TranscribeFinal(self._utterance, self._onset, end),
-        ]
+        out: list[Command] = [Emit("speech_end", t, {"end": round(end, 3), "utterance": self._utterance})]
+        early = self._early
+        if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
+            if early.text is None:
+                early.ended = True  # its answer will be the final
+                return out
+            self._early = None
+            return out + self.transcript_final(self._utterance, early.text, self._onset, end, t, early.no_speech_prob)
+        return [*out, TranscribeFinal(self._utterance, self._onset, end)]
 
-    def transcript_final(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
+    def transcript_final(
+        self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float = 0.0
+    ) -> list[Command]:
         """The ASR final for an utterance; empty text means it held no words."""
         self._transcribing.discard(utterance)
         text = text.strip()
         out: list[Command] = [Emit("asr_final", t, {"text": text, "utterance": utterance})]
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text, self._reply_text()):
+            if self.policy.interrupts(text, self._reply_text(), no_speech_prob):
                 out += self._barge_in(t, reason="words")
             else:
-                return out + self._resume(t, text)
+                return out + self._resume(t, text, reason="backchannel" if text else "noise")
         if not text:
             if self._response is None and not self._waiting:
                 self.state = self._idle_state()
@@ -347,6 +451,7 @@ class Conversation:
             r.first_token_at = t
             out.append(Emit("llm_first_token", t, {"response": response}))
         r.generated += text
+        r.tokens += getattr(text, "tokens", 1)
         return out + self._synthesize(r, r.grouper.feed(text))
 
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
@@ -354,7 +459,7 @@ class Conversation:
         if r is None:
             return []
         r.llm_done = True
-        fields: dict = {"response": response}
+        fields: dict = {"response": response, "tokens": r.tokens}
         if error:
             fields["error"] = error
         out: list[Command] = [Emit("llm_done", t, fields)]
@@ -409,7 +514,9 @@ class Conversation:
     def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
         self.history.add(Turn("user", text, t_start=onset, t_end=end))
         self._response_ids += 1
-        self._response = _Response(self._response_ids, text, t, SentenceGrouper())
+        phrase = self.first_phrase_min_words
+        grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
+        self._response = _Response(self._response_ids, text, t, grouper)
         self.state = State.THINKING
         return [
             Emit("response_start", t, {"response": self._response_ids, "utterance": utterance, "text": text}),
@@ -428,15 +535,17 @@ class Conversation:
             out.append(Synthesize(r.id, r.chunks_requested, text))
         return out
 
-    def _resume(self, t: float, text: str) -> list[Command]:
-        """The speech that paused the reply was not an interruption."""
+    def _resume(self, t: float, text: str, reason: str) -> list[Command]:
+        """The speech (or noise) that paused the reply was not an interruption."""
         hold, self._hold = self._hold, None
         r = self._response
-        out: list[Command] = [Emit("backchannel", t, {"utterance": hold.utterance if hold else None, "text": text})]
+        out: list[Command] = []
+        if reason == "backchannel":
+            out.append(Emit("backchannel", t, {"utterance": hold.utterance if hold else None, "text": text}))
         if r is None:
             return out
         self.state = State.SPEAKING if r.playback_started_at is not None else State.THINKING
-        out += [ResumePlayback(), Emit("playback_resumed", t, {"response": r.id})]
+        out += [ResumePlayback(), Emit("playback_resumed", t, {"response": r.id, "reason": reason})]
         return out + self._maybe_finish(r, t)
 
     def _barge_in(self, t: float, reason: str) -> list[Command]:
@@ -451,7 +560,13 @@ class Conversation:
             Emit(
                 "barge_in",
                 t,
-                {"response": r.id, "utterance": hold.utterance, "reason": reason, "paused_at": hold.paused_at},
+                {
+                    "response": r.id,
+                    "utterance": hold.utterance,
+                    "reason": reason,
+                    "paused_at": hold.paused_at,
+                    "tokens": r.tokens,
+                },
             ),
             CancelResponse(r.id),
             Emit("playback_stopped", t, {"response": r.id}),

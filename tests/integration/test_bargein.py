@@ -34,24 +34,13 @@ def names(prefix: str) -> list[str]:
     return table[prefix]
 
 
-SLOW_ONSET = pytest.mark.xfail(
-    reason="known gap (issue 3, open): the echo canceller holds back this speaker's first syllable in double "
-    "talk, reaction 0.4 s",
-    strict=False,
-)
-INTERRUPTS = [pytest.param(n, marks=SLOW_ONSET) if n == "interrupt_a0004_2400ms" else n for n in names("interrupt")]
-
-
-@pytest.mark.parametrize("name", INTERRUPTS)
+@pytest.mark.parametrize("name", names("interrupt"))
 async def test_interruption_cuts_the_reply_to_what_was_heard(engines, fixtures, name):
     run = await run_fixture(engines, fixtures / f"{name}.wav")
     assert run.errors == []
     assert len(run.barge_ins) == 1
     reaction = run.reaction_s()
-    # 0.8 s into the very first reply the echo canceller is still converging and
-    # holds back the person's first syllable too: a known, measured limitation.
-    limit = 0.3 if run.label["offset_into_reply_s"] >= 1.5 else 0.45
-    assert reaction is not None and reaction <= limit, f"reaction {reaction}"
+    assert reaction is not None and reaction <= 0.3, f"reaction {reaction}"
     kinds = [e["type"] for e in run.events]
     i = kinds.index("barge_in")
     expected = ["barge_in", "llm_cancelled", "tts_cancelled", "playback_stopped", "truncate", "turn_end"]
@@ -80,22 +69,7 @@ async def test_echo_alone_never_interrupts(engines, fixtures, name):
     assert not run.transcript[1].get("interrupted")
 
 
-CALM = [
-    pytest.param(
-        n,
-        marks=pytest.mark.xfail(
-            reason="known gap (issue 3, open): under continuous kitchen noise the echo canceller's residual is "
-            "sometimes transcribed as words and cuts the reply",
-            strict=False,
-        ),
-    )
-    if n == "background_noise"
-    else n
-    for n in names("calm")
-]
-
-
-@pytest.mark.parametrize("name", CALM)
+@pytest.mark.parametrize("name", names("calm"))
 async def test_backchannels_and_noise_do_not_cut_the_reply(engines, fixtures, name):
     run = await run_fixture(engines, fixtures / f"{name}.wav")
     assert run.barge_ins == [], [(e["type"], e.get("text")) for e in run.events if e["type"] != "asr_partial"]

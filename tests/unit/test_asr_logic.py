@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
+from asr.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
 from asr.stability import LocalAgreement
 from asr.streaming import PartialConfig, PartialPolicy
 
 FRAME_S = 0.032
 
 
-def run(probs, cfg: EndpointConfig | None = None):
+def edges(probs, cfg: EndpointConfig | None = None):
     ep = Endpointer(cfg or EndpointConfig(), FRAME_S)
     return [e for i, p in enumerate(probs) if (e := ep.push(p, i * FRAME_S)) is not None]
+
+
+def run(probs, cfg: EndpointConfig | None = None):
+    """Confirmed edges only."""
+    return [e for e in edges(probs, cfg) if isinstance(e, SpeechStart | SpeechEnd)]
 
 
 def test_start_needs_minimum_speech_and_end_needs_hangover():
@@ -27,6 +32,21 @@ def test_start_needs_minimum_speech_and_end_needs_hangover():
 
 def test_a_short_burst_is_not_speech():
     assert run([0.0] * 5 + [0.9] * 4 + [0.0] * 30) == []
+
+
+def test_early_onset_notice_then_dropped_for_a_burst():
+    cfg = EndpointConfig(onset_s=0.096, start_gap_s=0.3)
+    onset, dropped = edges([0.0] * 5 + [0.9] * 4 + [0.0] * 30, cfg)
+    assert isinstance(onset, SpeechOnset) and isinstance(dropped, OnsetDropped)
+    assert abs(onset.onset - 5 * FRAME_S) < 1e-9
+    assert abs(onset.t - 8 * FRAME_S) < 1e-9  # after three voiced frames
+    assert dropped.t - 9 * FRAME_S > 0.3  # once the start gap has passed
+
+
+def test_early_onset_notice_then_confirmed_start():
+    events = edges([0.0] * 2 + [0.9] * 10 + [0.0] * 30)
+    assert [type(e) for e in events] == [SpeechOnset, SpeechStart, SpeechEnd]
+    assert events[0].onset == events[1].onset
 
 
 def test_short_gaps_do_not_reset_the_start():
@@ -62,3 +82,13 @@ def test_partial_policy_budget():
     assert not policy.due(1.5, 0.0)  # interval
     assert policy.due(2.0, 0.0)
     assert policy.finished("hello") is None  # unchanged text is not reported again
+
+
+def test_a_decode_that_says_it_again_is_caught():
+    from asr.whisper import _loops
+
+    assert _loops("in the context of society and the context of society and")
+    assert _loops("a little bit of a little bit of a little bit of")
+    # People repeat single words and pairs, and say the same words apart.
+    assert not _loops("no no no, I said it it is what it is")
+    assert not _loops("ask not what your country can do for you, ask what you can do for your country")

@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from voice.sentences import SentenceGrouper, speakable
 
 
-def group(text: str, deltas: list[str] | None = None, clause_words: int = 1000) -> list[str]:
+def group(text: str, deltas: list[str] | None = None, clause_words: int = 1000, phrase_words: int = 1000) -> list[str]:
     """Chunks of ``text`` fed as ``deltas`` (char by char by default).
 
-    The early first-chunk cut at a clause is off unless ``clause_words`` says.
+    The early first-chunk cuts at a clause and before a conjunction are off
+    unless ``clause_words`` and ``phrase_words`` say.
     """
-    g = SentenceGrouper(first_clause_min_words=clause_words)
+    g = SentenceGrouper(first_clause_min_words=clause_words, first_phrase_min_words=phrase_words)
     out: list[str] = []
     for d in deltas if deltas is not None else list(text):
         out += g.feed(d)
@@ -87,6 +88,19 @@ def test_first_chunk_may_end_at_a_clause():
     assert "Then the rest, again." in chunks  # only the first chunk is cut early
 
 
+def test_first_chunk_may_end_before_a_conjunction():
+    text = "The two men exchanged their palms and began shaking hands and laughing. Then and then again."
+    chunks = group(text, phrase_words=5)
+    assert chunks == [
+        "The two men exchanged their palms",
+        "and began shaking hands and laughing.",
+        "Then and then again.",
+    ]
+    # A word that only starts like one is not one; too few words are not cut.
+    assert group("One two three four five android six.", phrase_words=5) == ["One two three four five android six."]
+    assert group("One two and three.", phrase_words=5) == ["One two and three."]
+
+
 def test_short_clause_is_not_cut():
     assert group("Yes, I can. Fine.", clause_words=4) == ["Yes, I can.", "Fine."]
 
@@ -118,7 +132,7 @@ _WORDS = st.sampled_from(
         "hello", "Dr.", "U.S.", "e.g.", "$3.50", "10:30", "example.com", "a@b.org", "3.14", "I", "The",
         "quick", "fox", "etc.", "J.", "1.", "**bold**", "_it_", "`code`", "😀", "#", "-", "...", "…",
         '"Stop."', "(yes)", "[link](http://x.y/z)", "Wait,", "ok;", "well:", "What?", "No!", "end.",
-        "snake_case", "co-op", "it's",
+        "snake_case", "co-op", "it's", "and", "but", "which", "andes",
     ]
 )  # fmt: skip
 _SEPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n", " \n"])
@@ -142,7 +156,7 @@ def _norm(s: str) -> str:
 @given(texts_and_splits())
 def test_any_split_gives_the_text_back(case):
     text, deltas = case
-    chunks = group(text, deltas, clause_words=4)
+    chunks = group(text, deltas, clause_words=4, phrase_words=5)
     assert _norm(" ".join(chunks)) == _norm(speakable(text))
     assert all(c == c.strip() and c for c in chunks)
 
@@ -151,4 +165,4 @@ def test_any_split_gives_the_text_back(case):
 @given(texts_and_splits())
 def test_chunks_do_not_depend_on_the_split(case):
     text, deltas = case
-    assert group(text, deltas, clause_words=4) == group(text, [text], clause_words=4)
+    assert group(text, deltas, clause_words=4, phrase_words=5) == group(text, [text], clause_words=4, phrase_words=5)

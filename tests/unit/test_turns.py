@@ -152,6 +152,39 @@ def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
     assert start.messages[-1]["content"] == "what about tomorrow"
 
 
+def test_an_onset_pauses_early_and_a_dropped_onset_resumes():
+    conv = Conversation()
+    r = speaking(conv, played=150)
+    cmds = conv.speech_onset(2.5, 2.596)
+    assert of(PausePlayback, cmds) and conv.state is State.PAUSED
+    assert conv.speech_onset(2.6, 2.7) == []  # paused already
+    cmds = conv.onset_dropped(2.9)
+    assert of(ResumePlayback, cmds) and "backchannel" not in emitted(cmds)
+    assert conv.state is State.SPEAKING and conv.response.id == r
+    assert [t.role for t in conv.history.turns] == ["user"]
+
+
+def test_confirmed_speech_keeps_the_early_pause_and_what_was_heard_before_it():
+    conv = Conversation()
+    speaking(conv, played=120)  # "It" (and a fifth of "is")
+    conv.speech_onset(2.5, 2.596)
+    conv.played(20, 2.6)  # the fade-out block: not heard as a word
+    cmds = conv.speech_started(2.5, 2.692)
+    assert of(PausePlayback, cmds) == []  # one pause, at the onset
+    assert conv.onset_dropped(2.8) == []  # the speech is judged by its words now
+    (check,) = of(CheckInterruption, conv.speech_continues(3.2))
+    cmds = conv.interruption_checked(check.utterance, "stop please", 3.3)
+    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
+    assert trunc.fields["audio_end_ms"] == round(120 / 24)
+    assert trunc.fields["text"] == "It"
+
+
+def test_an_onset_without_a_reply_does_nothing():
+    conv = Conversation()
+    assert conv.speech_onset(0.5, 0.6) == [] and conv.onset_dropped(0.9) == []
+    assert conv.state is State.LISTENING
+
+
 def test_a_backchannel_resumes_the_reply_and_is_not_a_turn():
     conv = Conversation()
     r = speaking(conv, played=150)
@@ -170,6 +203,16 @@ def test_noise_with_no_words_resumes():
     speaking(conv, played=150)
     tf = short_speech_over(conv, 2.8)
     assert of(ResumePlayback, conv.transcript_final(tf.utterance, "", 2.5, 2.8, 3.4))
+
+
+def test_words_whisper_doubts_do_not_cut_the_reply():
+    # On noise and echo residual Whisper invents words, with a high no-speech probability.
+    conv = Conversation()
+    r = speaking(conv, played=150)
+    tf = short_speech_over(conv, 2.9)
+    cmds = conv.transcript_final(tf.utterance, "So you can see the", 2.5, 2.9, 3.5, no_speech_prob=0.54)
+    assert of(ResumePlayback, cmds) and of(CancelResponse, cmds) == []
+    assert conv.response.id == r and [t.role for t in conv.history.turns] == ["user"]
 
 
 def test_a_short_stop_word_is_a_barge_in():
@@ -230,3 +273,67 @@ def test_events_for_a_stale_response_are_ignored():
     r = answer_one(conv)
     assert conv.llm_delta(r + 1, "x", 1.7) == []
     assert conv.tts_done(r + 1, 1, 1.7) == []
+
+
+# -- the final pass started in the silence before the endpoint -----------------
+
+
+def test_an_early_final_ready_at_the_endpoint_answers_at_once():
+    conv = Conversation(early_final_s=0.128)
+    conv.speech_started(0.1, 0.35)
+    assert conv.speech_paused(1.0, 0.096, 1.1) == []  # not silent long enough yet
+    (tf,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    assert tf.early and (tf.onset, tf.end) == (0.1, 1.0)
+    assert conv.speech_paused(1.0, 0.16, 1.16) == []  # one pass per pause
+    assert conv.early_transcript(tf.utterance, 1.0, "what time is it", 1.4) == []  # not the endpoint yet
+    cmds = conv.speech_ended(1.0, 1.5)
+    assert of(TranscribeFinal, cmds) == []
+    assert emitted(cmds) == ["speech_end", "asr_final", "response_start"] and of(StartResponse, cmds)
+    assert conv.history.turns[-1].text == "what time is it"
+
+
+def test_an_early_final_still_running_at_the_endpoint_becomes_the_final():
+    conv = Conversation(early_final_s=0.128)
+    conv.speech_started(0.1, 0.35)
+    (tf,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    assert of(TranscribeFinal, conv.speech_ended(1.0, 1.5)) == []
+    assert of(StartResponse, conv.early_transcript(tf.utterance, 1.0, "what time is it", 1.9))
+
+
+def test_speech_after_an_early_final_drops_it():
+    conv = Conversation(early_final_s=0.128)
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    conv.speech_continues(1.25)  # "what time ... is it"
+    assert conv.early_transcript(early.utterance, 1.0, "what time", 1.4) == []
+    (tf,) = of(TranscribeFinal, conv.speech_ended(1.8, 2.3))
+    assert not tf.early and tf.end == 1.8
+    assert of(StartResponse, conv.transcript_final(tf.utterance, "what time is it", 0.1, 1.8, 2.9))
+    assert [t.text for t in conv.history.turns] == ["what time is it"]
+
+
+def test_a_stale_early_pass_in_flight_holds_back_the_next_one():
+    conv = Conversation(early_final_s=0.128)
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    conv.speech_continues(1.25)
+    assert conv.speech_paused(1.8, 0.128, 1.93) == []  # the recognizer is still busy with the stale pass
+    conv.early_transcript(early.utterance, 1.0, "what time", 2.0)
+    (again,) = of(TranscribeFinal, conv.speech_paused(1.8, 0.16, 2.0))
+    assert again.early and again.end == 1.8
+
+
+def test_a_failed_early_final_after_the_endpoint_asks_for_the_endpoint_pass():
+    conv = Conversation(early_final_s=0.128)
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    conv.speech_ended(1.0, 1.5)
+    (tf,) = of(TranscribeFinal, conv.early_failed(early.utterance, 1.0))
+    assert not tf.early and tf.end == 1.0
+
+
+def test_no_early_final_when_disabled():
+    conv = Conversation(early_final_s=None)
+    conv.speech_started(0.1, 0.35)
+    assert conv.speech_paused(1.0, 0.4, 1.4) == []
+    assert of(TranscribeFinal, conv.speech_ended(1.0, 1.5))

@@ -1,0 +1,89 @@
+"""Prometheus metrics from the event stream (pure: events in, samples out)."""
+
+from __future__ import annotations
+
+from voice.metrics import PipelineMetrics
+
+TURN = [
+    {"t": 3.0, "type": "speech_end", "end": 2.5, "utterance": 1},
+    {"t": 3.9, "type": "asr_final", "text": "hi", "utterance": 1},
+    {"t": 3.9, "type": "response_start", "response": 1, "utterance": 1, "text": "hi"},
+    {"t": 4.0, "type": "llm_first_token", "response": 1},
+    {"t": 4.5, "type": "tts_chunk", "response": 1, "chunk": 1, "text": "Hello."},
+    {"t": 4.52, "type": "playback_start", "response": 1},
+]
+
+
+def value(m: PipelineMetrics, name: str, **labels) -> float:
+    return m.registry.get_sample_value(name, labels or None) or 0.0
+
+
+def test_a_turn_fills_every_stage_histogram_once():
+    m = PipelineMetrics()
+    sink = m.sink("a")
+    for e in TURN:
+        sink(e)
+    assert value(m, "voice_stage_seconds_count", stage="voice_to_voice") == 1
+    assert abs(value(m, "voice_stage_seconds_sum", stage="voice_to_voice") - 2.02) < 1e-9
+    assert abs(value(m, "voice_stage_seconds_sum", stage="asr_final") - 0.9) < 1e-9
+    assert value(m, "voice_turns_total", role="user") == 1
+    assert value(m, "voice_sessions_active") == 1
+
+
+def test_barge_ins_count_the_tokens_they_cancelled_and_sessions_are_apart():
+    m = PipelineMetrics()
+    a, b = m.sink("a"), m.sink("b")
+    for e in TURN:
+        a(e)
+    b(TURN[0])  # another session's speech end does not complete a's turn
+    a({"t": 5.0, "type": "barge_in", "response": 1, "utterance": 2, "reason": "words", "tokens": 7})
+    a({"t": 5.0, "type": "error", "where": "tts", "message": "boom"})
+    b({"t": 6.0, "type": "llm_done", "response": 1, "tokens": 5})
+    assert value(m, "voice_barge_ins_total") == 1
+    assert value(m, "voice_llm_cancelled_tokens_total") == 7
+    assert value(m, "voice_llm_tokens_total") == 12
+    assert value(m, "voice_errors_total", where="tts") == 1
+    assert value(m, "voice_stage_seconds_count", stage="voice_to_voice") == 1
+    m.session_closed("a")
+    assert value(m, "voice_sessions_active") == 1
+
+
+def test_metrics_are_served_over_http():
+    import socket
+    import urllib.request
+
+    from voice.metrics import serve
+
+    m = PipelineMetrics()
+    for e in TURN:
+        m.observe(e, "a")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve(m, port)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'voice_stage_seconds_count{stage="voice_to_voice"} 1.0' in body
+
+
+def test_events_become_json_log_lines():
+    import json
+    import logging
+
+    from voice.logs import JsonFormatter, event_logger
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    log = logging.getLogger("voice.events")
+    handler = Keep()
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        event_logger("s1")({"t": 1.5, "type": "error", "where": "tts", "message": "boom"})
+    finally:
+        log.removeHandler(handler)
+    line = json.loads(JsonFormatter().format(records[0]))
+    assert line["level"] == "ERROR" and line["session"] == "s1" and line["type"] == "error" and line["t"] == 1.5
