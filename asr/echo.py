@@ -102,6 +102,16 @@ class EchoGate:
         self._far_energy.append(float(np.mean(far**2)) if len(far) else 0.0)
         del self._far_energy[: -self._window]
 
+    def near_energy(self, raw: np.ndarray, cleaned: np.ndarray) -> float:
+        """The person's share of a frame's energy: what is left after the expected echo.
+
+        The canceller's output alone would understate it: in double talk its
+        suppressor also takes several dB off the person's voice.
+        """
+        far = max(self._far_energy, default=0.0)
+        e_raw = float(np.mean(raw**2))
+        return max(float(np.mean(cleaned**2)), e_raw - self.echo_gain * far)
+
     def __call__(self, p_raw: float, p_clean: float, raw: np.ndarray, cleaned: np.ndarray) -> float:
         far = max(self._far_energy, default=0.0)
         if far <= self.far_floor:

@@ -68,6 +68,11 @@ class Endpointer:
         self._noticed = False  # a SpeechOnset was given for the start being confirmed
 
     @property
+    def pending_onset(self) -> float | None:
+        """First voiced frame of a start not confirmed yet (None when there is none)."""
+        return None if self.in_speech else self._run_start
+
+    @property
     def last_voiced_end(self) -> float:
         """End of the last voiced frame (in an utterance: where its speech so far ends)."""
         return self._last_voiced_end

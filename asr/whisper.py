@@ -76,21 +76,24 @@ class WhisperRecognizer:
         """Text of 16 kHz float32 ``audio`` (empty when it holds no words)."""
         return self.recognize(audio, beam_size).text
 
-    def recognize(self, audio: np.ndarray, beam_size: int = 1) -> Transcript:
+    def recognize(self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False) -> Transcript:
         """Text of 16 kHz float32 ``audio``, with how sure Whisper is that it held speech.
 
         What Whisper itself would discard is dropped: repetition loops
         (compression ratio above 2.4) and likely silence (no-speech probability
         above 0.6 with a low log-probability). The decode is capped at a
         plausible number of tokens for the audio's length, so a hallucination
-        on noise stops early instead of running for seconds.
+        on noise stops early instead of running for seconds. ``full_window``
+        encodes Whisper's whole 30 s window whatever ``pad_s`` says.
         """
         if audio.size == 0:
             return Transcript("", 1.0)
         duration = audio.size / 16000
         max_new_tokens = min(440, round(12 + MAX_TOKENS_PER_S * duration))
         with self._lock:
-            if self.pad_s is not None and duration + self.pad_s <= 30.0:
+            if full_window and duration <= 30.0:
+                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, full=True)]
+            elif self.pad_s is not None and duration + self.pad_s <= 30.0:
                 pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens)]
                 if _loops(pieces[0][0]):  # a short window can make Whisper say it again: decode the full one
                     pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, full=True)]

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +74,42 @@ class SessionConfig:
     first_phrase_min_words: int | None = 5
 
 
+class LevelMeter:
+    """Mean energy of the voiced frames of one utterance, in dB (None before any)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._sum = 0.0
+        self._n = 0
+
+    def add(self, energy: float) -> None:
+        self._sum += energy
+        self._n += 1
+
+    @property
+    def db(self) -> float | None:
+        return None if self._n == 0 else 10 * math.log10(self._sum / self._n + 1e-12)
+
+
+class BackgroundMeter:
+    """Median energy (dB) of the last few seconds of frames without speech, heard during a reply:
+    noise and what the echo canceller left."""
+
+    def __init__(self, frames: int = 94) -> None:  # 3 s of 32 ms frames
+        self._energies: deque[float] = deque(maxlen=frames)
+
+    def add(self, energy: float) -> None:
+        self._energies.append(energy)
+
+    @property
+    def db(self) -> float | None:
+        if len(self._energies) < 16:  # half a second: too little to say
+            return None
+        return 10 * math.log10(float(np.median(self._energies)) + 1e-12)
+
+
 class Session:
     def __init__(
         self,
@@ -104,6 +143,8 @@ class Session:
         self._pending_vad = np.zeros(0, dtype=np.float32)
         self._frames = 0  # VAD frames scored so far
         self._partial: PartialPolicy | None = None
+        self._level = LevelMeter()  # loudness of the current utterance's voiced frames
+        self._background = BackgroundMeter()  # and of the rest, during the reply
         self._utterance_onset = 0.0
         self._playout = Playout(self.output_rate)
         self._aec = EchoCanceller() if self.config.echo_cancel else None
@@ -160,7 +201,15 @@ class Session:
                 far_frame, self._pending_far = self._pending_far[:FRAME], self._pending_far[FRAME:]
                 self._gate.far_frame(far_frame)
                 prob = self._gate(self._vad_raw(raw_frame), prob, raw_frame, frame)
+            was_pending = self._endpointer.in_speech or self._endpointer.pending_onset is not None
             edge = self._endpointer.push(prob, t)
+            near = self._gate.near_energy(raw_frame, frame) if self._gate is not None else float(np.mean(frame**2))
+            if prob >= self.config.endpoint.threshold:
+                if not was_pending:
+                    self._level.reset()  # the first voiced frame of what may become an utterance
+                self._level.add(near)
+            elif prob < 0.3 and self._playout.queued:
+                self._background.add(near)  # what the microphone hears while the assistant talks
             now = self.clock.now()
             if isinstance(edge, SpeechOnset):
                 self._run(self.conversation.speech_onset(edge.onset, now))
@@ -172,7 +221,7 @@ class Session:
                 self._run(self.conversation.speech_started(edge.onset, now))
             elif isinstance(edge, SpeechEnd):
                 self._partial = None
-                self._run(self.conversation.speech_ended(edge.end, now))
+                self._run(self.conversation.speech_ended(edge.end, now, self._level.db, self._background.db))
             elif self._endpointer.in_speech:
                 if self._endpointer.silence_s == 0.0:
                     # A voiced frame: how long the person has really been speaking
@@ -337,20 +386,25 @@ class Session:
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.t)
         loop = asyncio.get_running_loop()
+        recognize = functools.partial(self.engines.asr_final.recognize, full_window=True)
         try:
-            heard = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.recognize, audio)
+            heard = await loop.run_in_executor(self.engines.final_executor, recognize, audio)
         except Exception as e:  # undecided: the final transcript decides instead
             self._error("asr_check", repr(e))
             heard = Transcript("", 1.0)
         self._run(
-            self.conversation.interruption_checked(cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob)
+            self.conversation.interruption_checked(
+                cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob, self._level.db, self._background.db
+            )
         )
 
     async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.end + self.config.final_tail_s)
         loop = asyncio.get_running_loop()
+        # Over the reply, Whisper's full window: on a short one it invents more words in noise.
+        recognize = functools.partial(self.engines.asr_final.recognize, full_window=cmd.over_reply)
         try:
-            heard = await loop.run_in_executor(self.engines.final_executor, self.engines.asr_final.recognize, audio)
+            heard = await loop.run_in_executor(self.engines.final_executor, recognize, audio)
         except Exception as e:
             if cmd.early:  # the endpoint's own pass runs instead, if the endpoint came
                 self._error("asr_early_final", repr(e))
@@ -368,7 +422,12 @@ class Session:
             return
         self._run(
             self.conversation.transcript_final(
-                cmd.utterance, heard.text, cmd.onset, cmd.end, self.clock.now(), heard.no_speech_prob
+                cmd.utterance,
+                heard.text,
+                cmd.onset,
+                cmd.end,
+                self.clock.now(),
+                heard.no_speech_prob,
             )
         )
 

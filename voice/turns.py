@@ -115,22 +115,60 @@ class BargeInPolicy:
     # Whisper's no-speech probability above which its words over the reply are
     # not believed: on noise and echo residual it invents words, but knows it.
     max_no_speech_prob: float = 0.5
+    # Speech over the reply quieter than the person's own turns by more than
+    # this is not the person at the microphone: background talk, a kitchen,
+    # what the echo canceller left (whose words Whisper may still find).
+    max_level_below_user_db: float = 10.0
+    # ... or less than this above what the microphone hears while the assistant
+    # talks and nobody speaks (noise and echo residual): words found in that
+    # are most often the reply's own, garbled.
+    min_level_above_background_db: float = 10.0
     stop_words: frozenset[str] = STOP_WORDS
     backchannels: frozenset[str] = BACKCHANNELS
 
-    def interrupts(self, text: str, reply: str = "", no_speech_prob: float = 0.0) -> bool:
+    def interrupts(
+        self,
+        text: str,
+        reply: str = "",
+        no_speech_prob: float = 0.0,
+        level_db: float | None = None,
+        user_level_db: float | None = None,
+        background_db: float | None = None,
+    ) -> bool:
         """Whether speech heard over the reply is meant to take the floor.
 
         Words of the reply itself are not counted: what the echo canceller
         left of the assistant's own voice, transcribed, is not the person.
+        Nor are words Whisper doubts, or speech much quieter than the person.
         """
         if no_speech_prob > self.max_no_speech_prob:
+            return False
+        if (
+            level_db is not None
+            and user_level_db is not None
+            and level_db < user_level_db - self.max_level_below_user_db
+        ):
+            return False
+        if (
+            level_db is not None
+            and background_db is not None
+            and level_db < background_db + self.min_level_above_background_db
+        ):
             return False
         words = _words(text)
         own = set(_words(reply))
         if any(w in self.stop_words and w not in own for w in words):
             return True
         return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
+
+
+def _levels(level_db: float | None, background_db: float | None) -> dict[str, float]:
+    fields = {}
+    if level_db is not None:
+        fields["level_db"] = round(level_db, 1)
+    if background_db is not None:
+        fields["background_db"] = round(background_db, 1)
+    return fields
 
 
 def _words(text: str) -> list[str]:
@@ -145,13 +183,16 @@ class TranscribeFinal:
     """Run the final ASR pass on utterance ``utterance`` (onset..end, seconds).
 
     ``early``: the pass starts in the silence before the endpoint, and its
-    answer goes to :meth:`Conversation.early_transcript`.
+    answer goes to :meth:`Conversation.early_transcript`. ``over_reply``: the
+    speech was heard over the assistant's reply, where noise and echo residual
+    make Whisper invent words: transcribe it with the most robust settings.
     """
 
     utterance: int
     onset: float
     end: float
     early: bool = False
+    over_reply: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,7 +210,8 @@ class Synthesize:
 
 @dataclass(frozen=True)
 class CheckInterruption:
-    """Transcribe the speech heard over the reply so far (onset..t, seconds)."""
+    """Transcribe the speech heard over the reply so far (onset..t, seconds),
+    robustly (see ``TranscribeFinal.over_reply``)."""
 
     utterance: int
     onset: float
@@ -289,6 +331,9 @@ class Conversation:
         self._response: _Response | None = None
         self._hold: _Hold | None = None
         self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
+        # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
+        self._levels: dict[int, tuple[float | None, float | None]] = {}
+        self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
         self._transcribing: set[int] = set()
 
     @property
@@ -344,7 +389,7 @@ class Conversation:
         if early is not None and (early.text is None or early.end == end):
             return []  # one early pass at a time (a stale one still holds the recognizer)
         self._early = _EarlyFinal(self._utterance, end)
-        return [TranscribeFinal(self._utterance, self._onset, end, early=True)]
+        return [TranscribeFinal(self._utterance, self._onset, end, early=True, over_reply=self._over_reply())]
 
     def early_transcript(
         self, utterance: int, end: float, text: str, t: float, no_speech_prob: float = 0.0
@@ -369,7 +414,7 @@ class Conversation:
             return []
         self._early = None
         if early.ended and not early.stale:
-            return [TranscribeFinal(utterance, self._onset, end)]
+            return [TranscribeFinal(utterance, self._onset, end, over_reply=self._over_reply())]
         return []
 
     def speech_continues(self, t: float) -> list[Command]:
@@ -388,27 +433,46 @@ class Conversation:
         hold.checked_at = t - hold.onset
         return [CheckInterruption(hold.utterance, hold.onset, t)]
 
-    def interruption_checked(self, utterance: int, text: str, t: float, no_speech_prob: float = 0.0) -> list[Command]:
-        """The words of the speech over the reply so far (a CheckInterruption's answer)."""
+    def interruption_checked(
+        self,
+        utterance: int,
+        text: str,
+        t: float,
+        no_speech_prob: float = 0.0,
+        level_db: float | None = None,
+        background_db: float | None = None,
+    ) -> list[Command]:
+        """The words of the speech over the reply so far (a CheckInterruption's answer);
+        ``level_db``: the loudness of its voiced frames so far; ``background_db``: of the
+        microphone without speech during the reply."""
         hold = self._hold
         if hold is None or hold.utterance != utterance:
             return []
         hold.checking = False
         fields = {"utterance": utterance, "text": text, "no_speech_prob": round(no_speech_prob, 2)}
+        fields |= _levels(level_db, background_db)
         out: list[Command] = [Emit("interruption_check", t, fields)]
-        if self.policy.interrupts(text, self._reply_text(), no_speech_prob):
+        if self.policy.interrupts(
+            text, self._reply_text(), no_speech_prob, level_db, self.user_level_db, background_db
+        ):
             out += self._barge_in(t, reason="words")
         return out
 
-    def speech_ended(self, end: float, t: float) -> list[Command]:
-        """The endpoint: speech that ended at ``end`` was followed by enough silence."""
+    def speech_ended(
+        self, end: float, t: float, level_db: float | None = None, background_db: float | None = None
+    ) -> list[Command]:
+        """The endpoint: speech that ended at ``end`` was followed by enough silence;
+        ``level_db``: the loudness of its voiced frames (``background_db``: as in
+        :meth:`interruption_checked`)."""
         if not self.user_speaking:
             return []
         self.user_speaking = False
+        self._levels[self._utterance] = (level_db, background_db)
         self._transcribing.add(self._utterance)
         if self.state is State.USER_SPEAKING:
             self.state = State.THINKING
-        out: list[Command] = [Emit("speech_end", t, {"end": round(end, 3), "utterance": self._utterance})]
+        fields = {"end": round(end, 3), "utterance": self._utterance} | _levels(level_db, background_db)
+        out: list[Command] = [Emit("speech_end", t, fields)]
         early = self._early
         if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
             if early.text is None:
@@ -416,7 +480,7 @@ class Conversation:
                 return out
             self._early = None
             return out + self.transcript_final(self._utterance, early.text, self._onset, end, t, early.no_speech_prob)
-        return [*out, TranscribeFinal(self._utterance, self._onset, end)]
+        return [*out, TranscribeFinal(self._utterance, self._onset, end, over_reply=self._over_reply())]
 
     def transcript_final(
         self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float = 0.0
@@ -425,9 +489,10 @@ class Conversation:
         self._transcribing.discard(utterance)
         text = text.strip()
         out: list[Command] = [Emit("asr_final", t, {"text": text, "utterance": utterance})]
+        level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text, self._reply_text(), no_speech_prob):
+            if self.policy.interrupts(text, self._reply_text(), no_speech_prob, level, self.user_level_db, background):
                 out += self._barge_in(t, reason="words")
             else:
                 return out + self._resume(t, text, reason="backchannel" if text else "noise")
@@ -435,6 +500,8 @@ class Conversation:
             if self._response is None and not self._waiting:
                 self.state = self._idle_state()
             return out
+        if level is not None and hold is None:  # the person's own turn: how loud they speak
+            self.user_level_db = level if self.user_level_db is None else (self.user_level_db + level) / 2
         if self._response is not None:
             self._waiting.append((utterance, text, onset, end))
             return out
@@ -501,6 +568,10 @@ class Conversation:
         return out + self._maybe_finish(r, t)
 
     # -- internals --------------------------------------------------------
+
+    def _over_reply(self) -> bool:
+        hold = self._hold
+        return hold is not None and hold.utterance == self._utterance
 
     def _reply_text(self) -> str:
         r = self._response

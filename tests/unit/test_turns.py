@@ -215,6 +215,31 @@ def test_words_whisper_doubts_do_not_cut_the_reply():
     assert conv.response.id == r and [t.role for t in conv.history.turns] == ["user"]
 
 
+def test_speech_much_quieter_than_the_person_does_not_cut_the_reply():
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5, level_db=-20.0))
+    r = conv.transcript_final(tf.utterance, "what time is it", 0.1, 1.0, 1.6)
+    (start,) = of(StartResponse, r)
+    assert conv.user_level_db == -20.0
+    syn = of(Synthesize, conv.llm_delta(start.response, "It is noon.", 1.7) + conv.llm_done(start.response, 1.8))
+    conv.tts_audio(start.response, syn[0].chunk, syn[0].text, 300, [Word("It", 100), Word("is", 200)], 1.9, True)
+    conv.tts_done(start.response, syn[0].chunk, 1.9)
+    conv.played(150, 2.0)
+    conv.speech_started(2.5, 2.7)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4, level_db=-33.0))  # background talk, 13 dB down
+    cmds = conv.transcript_final(tf.utterance, "No, stop it.", 2.5, 2.9, 3.5)
+    assert of(ResumePlayback, cmds) and of(CancelResponse, cmds) == []
+    assert conv.user_level_db == -20.0  # speech over the reply does not move the person's level
+    conv.speech_started(3.0, 3.2)
+    # Loud enough, but hardly above what the microphone hears during the reply (noise, echo residual).
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.4, 3.5, level_db=-25.0, background_db=-33.0))
+    assert of(ResumePlayback, conv.transcript_final(tf.utterance, "I'm scared.", 3.0, 3.4, 3.6))
+    conv.speech_started(3.6, 3.8)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(4.0, 4.5, level_db=-24.0, background_db=-60.0))  # the person
+    assert of(CancelResponse, conv.transcript_final(tf.utterance, "No, stop it.", 3.6, 4.0, 4.6))
+
+
 def test_a_short_stop_word_is_a_barge_in():
     conv = Conversation()
     r = speaking(conv, played=150)
