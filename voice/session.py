@@ -16,9 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-import math
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +26,7 @@ import soxr
 
 from asr.echo import EchoCanceller, EchoGate
 from asr.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from asr.levels import BackgroundMeter, LevelMeter
 from asr.streaming import PartialConfig, PartialPolicy
 from asr.vad import FRAME, SileroVAD
 from asr.whisper import Transcript
@@ -72,42 +71,6 @@ class SessionConfig:
     early_final_s: float | None = 0.128
     # The first chunk of a reply may end before a conjunction once it has this many words (None: never).
     first_phrase_min_words: int | None = 5
-
-
-class LevelMeter:
-    """Mean energy of the voiced frames of one utterance, in dB (None before any)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._sum = 0.0
-        self._n = 0
-
-    def add(self, energy: float) -> None:
-        self._sum += energy
-        self._n += 1
-
-    @property
-    def db(self) -> float | None:
-        return None if self._n == 0 else 10 * math.log10(self._sum / self._n + 1e-12)
-
-
-class BackgroundMeter:
-    """Median energy (dB) of the last few seconds of frames without speech, heard during a reply:
-    noise and what the echo canceller left."""
-
-    def __init__(self, frames: int = 94) -> None:  # 3 s of 32 ms frames
-        self._energies: deque[float] = deque(maxlen=frames)
-
-    def add(self, energy: float) -> None:
-        self._energies.append(energy)
-
-    @property
-    def db(self) -> float | None:
-        if len(self._energies) < 16:  # half a second: too little to say
-            return None
-        return 10 * math.log10(float(np.median(self._energies)) + 1e-12)
 
 
 class Session:

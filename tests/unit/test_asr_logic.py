@@ -92,3 +92,22 @@ def test_a_decode_that_says_it_again_is_caught():
     # People repeat single words and pairs, and say the same words apart.
     assert not _loops("no no no, I said it it is what it is")
     assert not _loops("ask not what your country can do for you, ask what you can do for your country")
+
+
+def test_level_meters():
+    from asr.levels import BackgroundMeter, LevelMeter
+
+    level = LevelMeter()
+    assert level.db is None
+    level.add(0.01)
+    level.add(0.01)
+    assert abs(level.db - -20.0) < 1e-3
+    level.reset()
+    assert level.db is None
+    background = BackgroundMeter(frames=20)
+    for _ in range(15):
+        background.add(1e-4)
+    assert background.db is None  # too little heard to say
+    for _ in range(30):
+        background.add(1e-6)  # only the last 20 frames count
+    assert abs(background.db - -60.0) < 1e-3
