@@ -104,7 +104,7 @@ class VLLMEngine:
             ):
                 text = out.outputs[0].text if out.outputs else ""
                 tokens += len(out.outputs[0].token_ids) if out.outputs else 0
-                if text:
+                if text or (out.finished and tokens):  # the last tokens may hold no text (EOS)
                     yield Delta(text, tokens)
                     tokens = 0
                 finished = out.finished

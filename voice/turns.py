@@ -511,14 +511,16 @@ class Conversation:
 
     def llm_delta(self, response: int, text: str, t: float) -> list[Command]:
         r = self._current(response)
-        if r is None or not text:
+        if r is None:
+            return []
+        r.tokens += getattr(text, "tokens", 1)
+        if not text:
             return []
         out: list[Command] = []
         if r.first_token_at is None:
             r.first_token_at = t
             out.append(Emit("llm_first_token", t, {"response": response}))
         r.generated += text
-        r.tokens += getattr(text, "tokens", 1)
         return out + self._synthesize(r, r.grouper.feed(text))
 
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
