@@ -80,6 +80,16 @@ def _fill(turn: TurnLatency, m: dict[str, float]) -> None:
     turn.voice_to_voice_s = gap(turn.speech_end, m.get("audio"))
 
 
+def percentile(values: Iterable[float | None], q: float) -> float | None:
+    """The ``q`` quantile (0..1) of ``values``, linearly interpolated, None values skipped; None if empty."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    k = (len(v) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return round(v[lo] + (v[hi] - v[lo]) * (k - lo), 3)
+
+
 def format_table(turns: list[TurnLatency]) -> str:
     head = "| turn | endpoint | ASR final | LLM 1st token | 1st chunk | 1st audio | voice-to-voice | user said |"
     rows = [head, "|" + "---|" * 8]

@@ -108,3 +108,12 @@ def test_playout_pause_fades_keeps_the_queue_and_resumes():
     assert n == 20 and block[0] == 0.0 and block[10] == 1.0  # fades back in
     p.clear()
     assert p.pull(20)[1] == 0
+
+
+def test_percentile_interpolates_and_skips_missing_values():
+    from voice.latency import percentile
+
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile([None, 1.0, 3.0], 0.5) == 2.0
+    assert percentile([1.0, 2.0], 0.95) == 1.95
+    assert percentile([], 0.5) is None
