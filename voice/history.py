@@ -26,6 +26,7 @@ class Turn:
     t_end: float | None = None
     generated_text: str | None = None  # assistant: everything the LLM produced
     interrupted: bool = False
+    response: int | None = None  # assistant: the reply's id in its session
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -44,6 +45,10 @@ class History:
             raise ValueError("an empty turn is not stored")
         self.turns.append(turn)
         return turn
+
+    def remove(self, turn: Turn) -> None:
+        """Take back a turn: only for an assistant turn the client says was never heard."""
+        self.turns = [t for t in self.turns if t is not turn]
 
     def messages(self, system_prompt: str | None) -> list[dict[str, str]]:
         """Chat messages for the next LLM request."""

@@ -82,11 +82,18 @@ class Session:
         on_event: EventSink | None = None,
         history: History | None = None,
         lockstep: bool = False,
+        reports_playback: bool = False,
     ) -> None:
         """``lockstep=True`` is for virtual time: engine work is taken as
         instant, so each stage finishes what it was given before the stage
         upstream goes on (a chunk is synthesized before the next LLM delta is
-        read). The order of events then no longer depends on the machine."""
+        read). The order of events then no longer depends on the machine.
+
+        ``reports_playback=True`` is for a speaker the session does not drive
+        (a network client): the transport takes the reply audio with
+        :meth:`take_audio` and reports what was actually played with
+        :meth:`audio_played`, which is what the playback ledger then counts.
+        Otherwise :meth:`pull_audio` plays and counts in one step."""
         self.engines = engines
         self.clock = clock
         self.config = config or SessionConfig()
@@ -99,6 +106,7 @@ class Session:
             self.output_rate,
             self.config.early_final_s,
             self.config.first_phrase_min_words,
+            remote_playback=reports_playback,
         )
         self._vad = SileroVAD(engines.vad_session)
         self._endpointer = Endpointer(self.config.endpoint, FRAME / ASR_RATE)
@@ -127,6 +135,7 @@ class Session:
         self._tts_idle = asyncio.Event()
         self._tts_idle.set()
         self.lockstep = lockstep
+        self.reports_playback = reports_playback
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -148,6 +157,9 @@ class Session:
         raw = block
         if self._aec is not None:
             far, self._far = self._far[: len(block)], self._far[len(block) :]
+            if self.reports_playback and len(far) < len(block):
+                # Played reports come in bursts, not per block: a gap is silence then.
+                far = np.pad(far, (0, len(block) - len(far)))
             self._pending_far = np.concatenate([self._pending_far, far])
             block = self._aec.process(block, far)
             raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
@@ -203,6 +215,40 @@ class Session:
         if played:
             self._run(self.conversation.played(played, self.clock.now()))
         return out
+
+    def take_audio(self, n: int) -> tuple[np.ndarray, int | None]:
+        """Up to ``n`` samples of reply audio to send (empty: none now), and the response they belong to.
+
+        For ``reports_playback`` sessions: nothing counts as played until
+        :meth:`audio_played` says so. Silence is not returned: while paused, or
+        between replies, there is nothing to send.
+        """
+        r = self.conversation.response
+        out, k = self._playout.pull(n)
+        return out[:k], (r.id if r is not None else None)
+
+    def audio_played(self, audio: np.ndarray, response: int | None) -> None:
+        """The client played ``audio`` (taken with :meth:`take_audio` for ``response``)."""
+        if not len(audio):
+            return
+        if self._aec is not None:
+            self._far = np.concatenate([self._far, self._to_16k.resample_chunk(audio)])
+        r = self.conversation.response
+        if r is not None and r.id == response:  # a late report of a reply already cut counts for nothing
+            self._run(self.conversation.played(len(audio), self.clock.now()))
+
+    def cancel_response(self, reason: str = "client") -> None:
+        """Stop the reply in flight now, cut at what was played (a stop button; Realtime's response.cancel)."""
+        self._run(self.conversation.cancel_response(self.clock.now(), reason))
+
+    def truncate_response(self, response: int, audio_end_ms: int) -> str | None:
+        """The client says it played only the first ``audio_end_ms`` of ``response``: cut its turn there.
+
+        Returns the text the turn now has ("" if it was removed, None if unknown).
+        """
+        commands, text = self.conversation.truncate(response, audio_end_ms, self.clock.now())
+        self._run(commands)
+        return text
 
     @property
     def idle(self) -> bool:

@@ -310,11 +310,15 @@ class Conversation:
         output_rate: int = 24000,
         early_final_s: float | None = 0.128,
         first_phrase_min_words: int | None = 5,
+        remote_playback: bool = False,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
         speaking its answer is dropped; if not, the endpoint finds the
-        transcript ready or on its way, the hangover's wait spent on the ASR."""
+        transcript ready or on its way, the hangover's wait spent on the ASR.
+        ``remote_playback``: the speaker is a network client that reports what
+        it played, and plays on for a moment after a pause."""
+        self.remote_playback = remote_playback
         self.system_prompt = system_prompt
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
@@ -335,6 +339,7 @@ class Conversation:
         self._levels: dict[int, tuple[float | None, float | None]] = {}
         self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
         self._transcribing: set[int] = set()
+        self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
 
     @property
     def response(self) -> _Response | None:
@@ -569,7 +574,57 @@ class Conversation:
         r.ledger.advance(n_samples)
         return out + self._maybe_finish(r, t)
 
+    def cancel_response(self, t: float, reason: str = "client") -> list[Command]:
+        """The client stops the reply in flight (a stop button): cut it at what was played."""
+        r = self._response
+        if r is None:
+            return []
+        if self._hold is None:
+            self._hold = _Hold(None, t, t, r.ledger.played)
+        return self._barge_in(t, reason)
+
+    def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
+        """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
+
+        A reply in flight is cut there like a barge-in; a finished one has its
+        turn in the history shortened to the words heard by then, or removed if
+        none was. Truncation only ever shortens. Returns the commands and the
+        turn's text now (None: no such response).
+        """
+        samples = max(0, round(audio_end_ms * self.output_rate / 1000))
+        r = self._response
+        if r is not None and r.id == response:
+            if self._hold is None:
+                self._hold = _Hold(None, t, t, min(samples, r.ledger.played))
+            r.ledger.played = min(r.ledger.played, samples)
+            self._hold.played = min(self._hold.played, samples)
+            out = self._barge_in(t, "truncate")
+            past = self._past.get(response)
+            return out, (past[1].text if past and past[1] else "")
+        past = self._past.get(response)
+        if past is None:
+            return [], None
+        ledger, turn = past
+        if turn is None:
+            return [], ""
+        heard = ledger.heard_text(min(samples, ledger.queued))
+        if len(heard.split()) >= len(turn.text.split()):
+            return [], turn.text
+        out: list[Command] = [Emit("truncate", t, {"response": response, "audio_end_ms": audio_end_ms, "text": heard})]
+        if heard:
+            turn.text, turn.interrupted = heard, True
+        else:
+            self.history.remove(turn)
+            self._past[response] = (ledger, None)
+        return out, heard
+
     # -- internals --------------------------------------------------------
+
+    def _remember(self, r: _Response, turn: Turn | None) -> None:
+        """Keep the last replies' ledgers: a client may truncate one after it ended."""
+        self._past[r.id] = (r.ledger, turn)
+        while len(self._past) > 8:
+            self._past.pop(next(iter(self._past)))
 
     def _over_reply(self) -> bool:
         hold = self._hold
@@ -627,8 +682,11 @@ class Conversation:
         r = self._response
         if r is None or hold is None:
             return []
-        heard = r.ledger.heard_text(hold.played)
-        audio_end_ms = round(hold.played * 1000 / self.output_rate)
+        # What had played when it paused; a remote speaker also plays what it
+        # had buffered until it hears of the pause, and reports it.
+        played = max(hold.played, r.ledger.played) if self.remote_playback else hold.played
+        heard = r.ledger.heard_text(played)
+        audio_end_ms = round(played * 1000 / self.output_rate)
         out: list[Command] = [
             Emit(
                 "barge_in",
@@ -645,8 +703,9 @@ class Conversation:
             Emit("playback_stopped", t, {"response": r.id}),
             Emit("truncate", t, {"response": r.id, "audio_end_ms": audio_end_ms, "text": heard}),
         ]
+        turn = None
         if heard:
-            self.history.add(
+            turn = self.history.add(
                 Turn(
                     "assistant",
                     heard,
@@ -654,9 +713,11 @@ class Conversation:
                     t_end=hold.paused_at,
                     generated_text=r.generated,
                     interrupted=True,
+                    response=r.id,
                 )
             )
         out.append(Emit("turn_end", t, {"response": r.id, "text": heard, "interrupted": True}))
+        self._remember(r, turn)
         self._response = None
         self.state = self._idle_state()
         return out
@@ -670,11 +731,20 @@ class Conversation:
         if r.playback_started_at is not None:
             out.append(Emit("playback_end", t, {"response": r.id}))
         spoken = r.ledger.spoken_text()
+        turn = None
         if spoken:
-            self.history.add(
-                Turn("assistant", spoken, t_start=r.playback_started_at, t_end=t, generated_text=r.generated)
+            turn = self.history.add(
+                Turn(
+                    "assistant",
+                    spoken,
+                    t_start=r.playback_started_at,
+                    t_end=t,
+                    generated_text=r.generated,
+                    response=r.id,
+                )
             )
         out.append(Emit("turn_end", t, {"response": r.id, "text": spoken}))
+        self._remember(r, turn)
         self._response = None
         self.state = self._idle_state()
         if self._waiting:

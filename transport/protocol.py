@@ -1,0 +1,248 @@
+"""Our WebSocket protocol (``/ws``), without I/O: frames in, actions out.
+
+:class:`VoiceProtocol` turns what a client sends into :data:`Action` values
+for the connection to carry out, and the pipeline's events and reply audio
+into what the client is sent. It never reads a socket or a clock; the
+connection (``transport/ws_server.py``) does, and the OpenAI Realtime dialect
+(``transport/realtime.py``) produces the same actions from its own events.
+The wire format is documented in ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_frame_bytes: int = 65536  # one binary audio frame (~2 s at 16 kHz)
+    max_message_bytes: int = 1 << 20  # any message; larger ones close the connection (1009)
+    max_ahead_s: float = 2.0  # input buffered ahead of real time; beyond it is dropped
+    idle_timeout_s: float = 300.0
+    slow_client_s: float = 10.0  # a client this far behind in reading is closed
+    lead_s: float = 0.12  # default reply audio sent ahead of the played position
+    min_lead_s: float = 0.04
+    max_lead_s: float = 1.0
+
+
+# -- actions: what the connection is asked to do -----------------------------
+
+
+@dataclass(frozen=True)
+class Configure:
+    """Start the session (or, for a second call, change what may be changed)."""
+
+    input_rate: int
+    acks: bool
+    lead_s: float
+    echo_cancel: bool = True
+    instructions: str | None = None  # a system prompt (Realtime's session.update)
+
+
+@dataclass(frozen=True)
+class AudioIn:
+    samples: np.ndarray  # float32 mono at the configured input rate
+
+
+@dataclass(frozen=True)
+class PlayedReport:
+    played: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class CancelReply:
+    pass
+
+
+@dataclass(frozen=True)
+class TruncateReply:
+    response: int
+    audio_end_ms: int
+
+
+@dataclass(frozen=True)
+class Send:
+    message: str | bytes
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+Action = Configure | AudioIn | PlayedReport | CancelReply | TruncateReply | Send | Close
+
+
+def error(code: str, message: str, fatal: bool = False, t: float | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "error", "code": code, "message": message, "fatal": fatal}
+    if t is not None:
+        event["t"] = t
+    return event
+
+
+def send_json(message: dict[str, Any]) -> Send:
+    return Send(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+
+
+def pcm16_to_float(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def float_to_pcm16(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1.0, 32767 / 32768) * 32768.0).astype("<i2").tobytes()
+
+
+def parse_json_object(text: str) -> dict[str, Any] | str:
+    """The message, or why it is not one (a JSON object with a string ``type``)."""
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"not JSON: {e.msg} at character {e.pos}"
+    if not isinstance(message, dict):
+        return "a message is a JSON object"
+    if not isinstance(message.get("type"), str):
+        return "a message needs a string 'type'"
+    return message
+
+
+# The pipeline's events a client is sent, under their public names, with the
+# fields it is told (docs/protocol.md); the others stay in the server's log.
+PUBLIC_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "speech_start": ("speech_start", ("utterance", "onset")),
+    "speech_end": ("speech_end", ("utterance", "end")),
+    "asr_partial": ("transcript_partial", ("text", "stable")),
+    "asr_final": ("transcript_final", ("utterance", "text")),
+    "response_start": ("response_start", ("response", "utterance", "text")),
+    "tts_chunk": ("assistant_text", ("response", "chunk", "text")),
+    "playback_paused": ("playback_paused", ("response",)),
+    "playback_resumed": ("playback_resumed", ("response", "reason")),
+    "barge_in": ("barge_in", ("response", "reason")),
+    "playback_stopped": ("playback_stopped", ("response",)),
+    "truncate": ("truncate", ("response", "audio_end_ms", "text")),
+    "turn_end": ("turn_end", ("response", "text", "interrupted")),
+    "backchannel": ("backchannel", ("utterance", "text")),
+}
+
+
+class VoiceProtocol:
+    """One ``/ws`` connection's protocol state."""
+
+    def __init__(self, session_id: str, output_rate: int, limits: Limits | None = None) -> None:
+        self.session_id = session_id
+        self.output_rate = output_rate
+        self.limits = limits or Limits()
+        self.configured: Configure | None = None
+
+    # -- client -> server -------------------------------------------------
+
+    def start(self) -> list[Action]:
+        """Actions when the connection opens (ours waits for ``hello``)."""
+        return []
+
+    def receive_text(self, text: str) -> list[Action]:
+        message = parse_json_object(text)
+        if isinstance(message, str):
+            return [send_json(error("invalid_json", message))]
+        kind = message["type"]
+        if kind == "hello":
+            return self._hello(message)
+        if kind == "played":
+            return self._played(message)
+        if kind == "cancel":
+            if self.configured is None:
+                return [send_json(error("not_ready", "send 'hello' first"))]
+            return [CancelReply()]
+        return [send_json(error("unknown_type", f"unknown message type {kind[:40]!r}"))]
+
+    def receive_binary(self, data: bytes) -> list[Action]:
+        if self.configured is None:
+            return [send_json(error("not_ready", "audio before 'hello' is dropped"))]
+        if len(data) % 2:
+            return [send_json(error("odd_length", f"a PCM16 frame has an even length, not {len(data)} bytes"))]
+        if len(data) > self.limits.max_frame_bytes:
+            return [
+                send_json(
+                    error("frame_too_large", f"{len(data)} bytes; frames are at most {self.limits.max_frame_bytes}")
+                )
+            ]
+        if not data:
+            return []
+        return [AudioIn(pcm16_to_float(data))]
+
+    def _hello(self, m: dict[str, Any]) -> list[Action]:
+        if self.configured is not None:
+            return [send_json(error("not_ready", "the session is already started; 'hello' comes once"))]
+        rate = m.get("sample_rate")
+        if not isinstance(rate, int) or isinstance(rate, bool):
+            return [send_json(error("invalid_message", "'hello' needs an integer 'sample_rate'"))]
+        if rate not in SAMPLE_RATES:
+            rates = ", ".join(map(str, SAMPLE_RATES))
+            return [send_json(error("unsupported_rate", f"sample_rate {rate} is not supported; use one of {rates}"))]
+        acks = m.get("acks", False)
+        echo_cancel = m.get("echo_cancel", True)
+        lead_ms = m.get("lead_ms", round(self.limits.lead_s * 1000))
+        if not isinstance(acks, bool) or not isinstance(echo_cancel, bool):
+            return [send_json(error("invalid_message", "'acks' and 'echo_cancel' are true or false"))]
+        lo, hi = round(self.limits.min_lead_s * 1000), round(self.limits.max_lead_s * 1000)
+        if not isinstance(lead_ms, int | float) or isinstance(lead_ms, bool) or not lo <= lead_ms <= hi:
+            return [send_json(error("invalid_message", f"'lead_ms' is a number from {lo} to {hi}"))]
+        self.configured = Configure(rate, acks, lead_ms / 1000, echo_cancel)
+        ready = {
+            "type": "ready",
+            "protocol": PROTOCOL_VERSION,
+            "session": self.session_id,
+            "sample_rate": rate,
+            "output_sample_rate": self.output_rate,
+            "max_frame_bytes": self.limits.max_frame_bytes,
+            "lead_ms": lead_ms,
+        }
+        return [self.configured, send_json(ready)]
+
+    def _played(self, m: dict[str, Any]) -> list[Action]:
+        if self.configured is None:
+            return [send_json(error("not_ready", "send 'hello' first"))]
+        played, dropped = m.get("samples"), m.get("dropped", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (played, dropped)):
+            return [send_json(error("invalid_message", "'played' needs integer totals 'samples' (and 'dropped') >= 0"))]
+        return [PlayedReport(played, dropped)]
+
+    # -- server -> client -------------------------------------------------
+
+    def event(self, event: dict[str, Any]) -> list[Send]:
+        """A pipeline event as the messages the client is sent (none for internal ones)."""
+        kind = event["type"]
+        if kind == "error":
+            where = event.get("where", "pipeline")
+            message = error("pipeline", f"{where}: {event.get('message', '')}", t=event.get("t"))
+            message["where"] = where
+            return [send_json(message)]
+        public = PUBLIC_EVENTS.get(kind)
+        if public is None:
+            return []
+        name, fields = public
+        out = {"type": name, "t": event["t"]}
+        for f in fields:
+            if f in event:
+                out[f] = event[f]
+        if name == "turn_end":
+            out.setdefault("interrupted", False)
+        return [send_json(out)]
+
+    def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
+        return [send_json(error(code, message, fatal, t))]
+
+    def truncated(self, request: TruncateReply, text: str | None) -> list[Send]:
+        return []  # our clients report played samples instead of truncating
+
+    def audio(self, samples: np.ndarray, response: int | None) -> list[Send]:
+        """Reply audio (float32 at the output rate) as binary frames."""
+        return [Send(float_to_pcm16(samples))]
