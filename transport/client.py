@@ -36,6 +36,8 @@ class ClientResult:
     output_rate: int = 24000
     played: int = 0
     dropped: int = 0
+    played_at_pause: int | None = None  # the speaker's position when the first pause arrived
+    played_at_stop: int | None = None  # ... and when the first stop arrived
     session: str = ""
     close_code: int | None = None
 
@@ -82,11 +84,15 @@ async def talk(
     max_tail_s: float = 60.0,
     quiet_s: float = 1.5,
     headers: dict[str, str] | None = None,
+    interrupt: tuple[np.ndarray, float] | None = None,
 ) -> ClientResult:
     """Say ``audio`` (mono float32 at ``rate``) to the server at ``url`` and listen to the answer.
 
     After the recording the client sends silence until no reply is in flight
     and nothing has happened for ``quiet_s`` (or ``max_tail_s`` passed).
+    ``interrupt=(speech, after_s)``: once the speaker has played ``after_s`` of
+    the first reply, say ``speech`` over it (a barge-in). ``honour_pause=False``
+    is a client that ignores pause and stop, and plays everything it is sent.
     """
     result = ClientResult()
     speaker = Speaker()
@@ -98,7 +104,7 @@ async def talk(
             raise RuntimeError(f"no 'ready': {ready}")
         result.session, result.output_rate = ready["session"], ready["output_sample_rate"]
         out_frame = round(FRAME_S * result.output_rate)
-        state = {"open": 0, "last_event": time.monotonic(), "reported": (0, 0)}
+        state = {"open": 0, "speaking": False, "last_event": time.monotonic(), "reported": (0, 0)}
 
         async def receive() -> None:
             async for message in ws:
@@ -109,15 +115,21 @@ async def talk(
                 result.events.append(event)
                 state["last_event"] = time.monotonic()
                 kind = event["type"]
-                if kind == "response_start":
+                if kind in ("speech_start", "speech_end"):
+                    state["speaking"] = kind == "speech_start"
+                elif kind == "response_start":
                     state["open"] += 1
                 elif kind == "turn_end":
                     state["open"] -= 1
-                elif kind == "playback_paused" and honour_pause:
-                    speaker.paused = True
+                elif kind == "playback_paused":
+                    if result.played_at_pause is None:
+                        result.played_at_pause = speaker.played
+                    speaker.paused = honour_pause
                 elif kind == "playback_resumed":
                     speaker.paused = False
                 elif kind == "playback_stopped":
+                    if result.played_at_stop is None:
+                        result.played_at_stop = speaker.played
                     speaker.paused = False
                     if honour_pause:
                         speaker.flush()
@@ -131,17 +143,26 @@ async def talk(
 
         receiver = asyncio.create_task(receive())
         t0 = time.monotonic()
-        n_frames = -(-len(audio) // frame)
         silence = np.zeros(frame, dtype=np.float32)
-        i = 0
+        pending = interrupt
+        current, pos, tail, i = audio, 0, 0, 0
         try:
             while True:
-                if i < n_frames:
-                    block = audio[i * frame : (i + 1) * frame]
+                if pending is not None and pos >= len(current) and speaker.played >= pending[1] * result.output_rate:
+                    current, pos, tail, pending = pending[0], 0, 0, None  # speak over the reply now
+                if pos < len(current):
+                    block, pos = current[pos : pos + frame], pos + frame
                 else:
-                    tail = (i - n_frames) * FRAME_S
+                    tail += 1
                     quiet = time.monotonic() - state["last_event"]
-                    if tail > max_tail_s or (state["open"] <= 0 and quiet >= quiet_s and not len(speaker.buffer)):
+                    done = (
+                        pending is None
+                        and state["open"] <= 0
+                        and not state["speaking"]
+                        and min(quiet, tail * FRAME_S) >= quiet_s
+                        and not len(speaker.buffer)
+                    )
+                    if tail * FRAME_S > max_tail_s or done:
                         break
                     block = silence
                 await ws.send(float_to_pcm16(block))

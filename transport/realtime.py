@@ -262,6 +262,7 @@ class RealtimeProtocol:
         r = self._responses.get(e["response"])
         if r is not None:
             r["reason"] = "client_cancelled" if e.get("reason") in ("client", "truncate") else "turn_detected"
+            r["by_truncate"] = e.get("reason") == "truncate"
         return []
 
     def _on_truncate(self, e: dict[str, Any]) -> list[Send]:
@@ -269,6 +270,8 @@ class RealtimeProtocol:
         if r is None:
             return []
         r["heard"] = e["text"]
+        if r.get("by_truncate"):
+            return []  # the client's own truncate: answered by truncated()
         return [
             self._event(
                 "conversation.item.truncated", item_id=r["item_id"], content_index=0, audio_end_ms=e["audio_end_ms"]

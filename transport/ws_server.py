@@ -243,6 +243,7 @@ class Connection:
 
     async def run(self) -> None:
         self._tasks.append(asyncio.create_task(self._sender(), name=f"send-{self.id[:8]}"))
+        self._tasks.append(asyncio.create_task(self._watchdog(), name=f"watch-{self.id[:8]}"))
         try:
             await self._apply(self.dialect.start())
             async for message in self.ws:
@@ -373,11 +374,14 @@ class Connection:
                 if len(audio):
                     playback.sent_audio(audio, response, now)
                     self._apply_now(self.dialect.audio(audio, response))
+
+    async def _watchdog(self) -> None:
+        """Close a session whose client reads nothing, or says nothing, for too long."""
+        while not self._closing:
+            await asyncio.sleep(0.25)
             self._check_health()
 
     def _check_health(self) -> None:
-        if self._closing:
-            return
         if self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
             self._outbox.clear()
             self._fatal(1008, "slow_client", f"the client read nothing for {self.limits.slow_client_s:g} s")

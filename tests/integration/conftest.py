@@ -60,3 +60,19 @@ async def run_replay(
 @pytest.fixture
 def replay_run():
     return run_replay
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def voice_server(engines):
+    """The WebSocket server on a free loopback port, with the shared engines.
+
+    ``.url`` is its http:// address (the page at /, our protocol at /ws, the
+    Realtime dialect at /v1/realtime)."""
+    from transport.ws_server import ServerConfig, VoiceServer
+
+    server = VoiceServer(engines, ServerConfig(port=0))
+    await server.start()
+    server.url = f"http://127.0.0.1:{server.port}"
+    server.ws_url = f"ws://127.0.0.1:{server.port}/ws"
+    yield server
+    await server.close()

@@ -1,0 +1,146 @@
+"""The official ``openai`` SDK's realtime client against our /v1/realtime, over loopback, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from openai import AsyncOpenAI
+
+from tests.conftest import recordings
+from transport.protocol import float_to_pcm16
+from voice.audio import load_audio
+from voice.scoring import word_error_rate
+
+pytestmark = pytest.mark.engines
+RATE = 24000
+
+
+def _rec(name: str):
+    return next(r for r in recordings() if name in r.name)
+
+
+@dataclass
+class RealtimeRun:
+    events: list[Any] = field(default_factory=list)
+    truncated_at_ms: int | None = None
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.type == kind]
+
+
+async def realtime_talk(
+    port: int, audio: np.ndarray, interrupt: tuple[np.ndarray, float] | None = None, responses: int = 1
+) -> RealtimeRun:
+    """Speak ``audio`` (24 kHz) in real time as an SDK application would, until ``responses`` are done.
+
+    The application "plays" the audio deltas in real time from the first one
+    of each response; ``interrupt=(speech, after_s)`` says ``speech`` once
+    ``after_s`` of the first reply has played, and on ``speech_started`` stops
+    playing and truncates the item to what it played, as OpenAI's guides say.
+    """
+    run = RealtimeRun()
+    client = AsyncOpenAI(api_key="unused", websocket_base_url=f"ws://127.0.0.1:{port}/v1")
+    playing: dict[str, Any] = {"item": None, "start": None, "received": 0}
+    async with client.realtime.connect(model="voice-pipeline") as conn:
+        await conn.session.update(
+            session={
+                "type": "realtime",
+                "instructions": "You are a helpful voice assistant. Answer in two or three sentences.",
+                "audio": {"input": {"format": {"type": "audio/pcm", "rate": RATE}}},
+            }
+        )
+
+        def played_ms() -> int:
+            if playing["start"] is None:
+                return 0
+            return min(round(playing["received"] / RATE * 1000), round((time.monotonic() - playing["start"]) * 1000))
+
+        async def speak() -> None:
+            t0, n, pos = time.monotonic(), 480, 0
+            current, pending = audio, interrupt
+            while True:
+                if pending is not None and pos >= len(current) and played_ms() >= pending[1] * 1000:
+                    current, pos, pending = pending[0], 0, None
+                chunk = current[pos : pos + n] if pos < len(current) else np.zeros(n, np.float32)
+                pos += n
+                await conn.input_audio_buffer.append(audio=base64.b64encode(float_to_pcm16(chunk)).decode())
+                t0 += n / RATE
+                await asyncio.sleep(max(0.0, t0 - time.monotonic()))
+
+        speaker = asyncio.create_task(speak())
+        try:
+            async with asyncio.timeout(120):
+                async for event in conn:
+                    run.events.append(event)
+                    if event.type == "response.output_audio.delta":
+                        if playing["item"] != event.item_id:
+                            playing.update(item=event.item_id, start=time.monotonic(), received=0)
+                        playing["received"] += len(base64.b64decode(event.delta)) // 2
+                    elif event.type == "input_audio_buffer.speech_started" and playing["item"] is not None:
+                        if interrupt is not None and run.truncated_at_ms is None:
+                            run.truncated_at_ms = played_ms()
+                            await conn.conversation.item.truncate(
+                                item_id=playing["item"], content_index=0, audio_end_ms=run.truncated_at_ms
+                            )
+                        playing["item"] = None
+                    elif event.type == "response.done" and len(run.of("response.done")) >= responses:
+                        break
+        finally:
+            speaker.cancel()
+            await asyncio.gather(speaker, return_exceptions=True)
+    return run
+
+
+async def _history(server, session_prefix: str):
+    for _ in range(200):
+        for sid, conn in server.closed.items():
+            if sid.startswith(session_prefix):
+                return conn.history.to_json()
+        await asyncio.sleep(0.05)
+    raise AssertionError("the session did not close")
+
+
+async def test_a_spoken_turn_with_the_openai_sdk(voice_server):
+    rec = _rec("aew_a0003")
+    run = await realtime_talk(voice_server.port, load_audio(rec.path, RATE))
+    assert not run.of("error"), run.of("error")
+    (created,) = run.of("session.created")
+    assert run.of("session.updated") and run.of("input_audio_buffer.speech_started")
+    assert run.of("input_audio_buffer.speech_stopped")
+    (heard,) = run.of("conversation.item.input_audio_transcription.completed")
+    assert word_error_rate(rec.transcript, heard.transcript) <= 0.2
+    deltas = run.of("response.output_audio.delta")
+    audio = np.frombuffer(b"".join(base64.b64decode(d.delta) for d in deltas), dtype="<i2")
+    assert len(audio) > RATE // 2 and np.abs(audio).max() > 1000
+    (done,) = run.of("response.done")
+    assert done.response.status == "completed"
+    transcript = "".join(d.delta for d in run.of("response.output_audio_transcript.delta"))
+    assert transcript.strip() == done.response.output[0].content[0].transcript
+    history = await _history(voice_server, created.session.id.removeprefix("sess_"))
+    assert [t["role"] for t in history] == ["user", "assistant"] and history[1]["text"] == transcript.strip()
+
+
+async def test_barge_in_with_the_openai_sdk_truncates_to_what_it_played(voice_server):
+    question = load_audio(_rec("aew_a0003").path, RATE)
+    interruption = load_audio(_rec("LJ001-0005").path, RATE)[: RATE * 3]
+    run = await realtime_talk(voice_server.port, question, interrupt=(interruption, 1.5), responses=2)
+    assert not run.of("error"), run.of("error")
+    first, second = run.of("response.done")
+    assert first.response.status == "cancelled" and second.response.status == "completed"
+    (truncated,) = [e for e in run.of("conversation.item.truncated") if e.audio_end_ms == run.truncated_at_ms]
+    assert truncated.item_id == first.response.output[0].id and run.truncated_at_ms >= 1400
+    spoken = "".join(
+        d.delta for d in run.of("response.output_audio_transcript.delta") if d.response_id == first.response.id
+    )
+    heard = first.response.output[0].content[0].transcript
+    assert heard and len(heard) < len(spoken.strip()) and spoken.strip().startswith(heard.rstrip(".,!?")[:-1])
+    history = await _history(voice_server, run.of("session.created")[0].session.id.removeprefix("sess_"))
+    assistant = [t for t in history if t["role"] == "assistant"]
+    assert assistant[0]["interrupted"] and assistant[0]["text"] == heard
+    assert len([t for t in history if t["role"] == "user"]) == 2

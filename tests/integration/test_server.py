@@ -1,0 +1,202 @@
+"""The WebSocket server with real clients over loopback, on the real engines, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.conftest import recordings
+from transport.client import talk
+from transport.protocol import float_to_pcm16
+from transport.ws_server import ServerConfig, VoiceServer
+from voice.audio import load_audio
+from voice.scoring import word_error_rate
+
+pytestmark = pytest.mark.engines
+
+
+def _rec(name: str):
+    return next(r for r in recordings() if name in r.name)
+
+
+async def closed_session(server, session: str, timeout: float = 10.0):
+    """The server's record of a session, once its connection has ended."""
+    for _ in range(round(timeout / 0.05)):
+        if session in server.closed:
+            return server.closed[session]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"session {session} still open after {timeout} s")
+
+
+def _ordered(events: list[dict], *kinds: str) -> bool:
+    pos = [next(i for i, e in enumerate(events) if e["type"] == k) for k in kinds]
+    return pos == sorted(pos)
+
+
+async def test_a_spoken_turn_over_our_protocol(voice_server):
+    rec = _rec("aew_a0003")
+    result = await talk(voice_server.ws_url, load_audio(rec.path))
+    assert not result.of("error"), result.of("error")
+    assert word_error_rate(rec.transcript, result.user_text) <= 0.2
+    assert _ordered(
+        result.events, "speech_start", "speech_end", "transcript_final", "response_start", "assistant_text", "turn_end"
+    )
+    (end,) = result.of("turn_end")
+    assert end["interrupted"] is False and len(end["text"].split()) >= 2
+    # The whole reply reached the speaker, and the server counted exactly what it played.
+    assert result.played > 0.5 * result.output_rate and result.dropped == 0
+    assert float(np.sqrt(np.mean(result.reply**2))) > 0.01
+    history = (await closed_session(voice_server, result.session)).history.to_json()
+    assert [t["role"] for t in history] == ["user", "assistant"]
+    assert history[1]["text"] == end["text"]
+
+
+async def _barge_in_run(voice_server, honour_pause: bool):
+    question = load_audio(_rec("aew_a0003").path)
+    interruption = load_audio(_rec("LJ001-0005").path)[: 16000 * 3]
+    return await talk(
+        voice_server.ws_url, question, honour_pause=honour_pause, interrupt=(interruption, 1.5), max_tail_s=40
+    )
+
+
+@pytest.mark.parametrize("honour_pause", [True, False], ids=["pausing-client", "plain-client"])
+async def test_barge_in_cuts_the_history_to_what_the_client_played(voice_server, honour_pause):
+    result = await _barge_in_run(voice_server, honour_pause)
+    assert result.of("barge_in"), [e["type"] for e in result.events]
+    (trunc,) = result.of("truncate")
+    rate = result.output_rate
+    # The reply was cut at the sample the client's speaker had reached, as it reported it.
+    assert abs(trunc["audio_end_ms"] - result.played_at_stop * 1000 / rate) <= 25
+    assert trunc["audio_end_ms"] >= 1400  # it had played at least the 1.5 s before it spoke, minus rounding
+    spoken = " ".join(e["text"] for e in result.of("assistant_text") if e["response"] == trunc["response"])
+    assert trunc["text"] and spoken.startswith(trunc["text"].rstrip(".,!?")[:-1])
+    assert len(trunc["text"]) < len(spoken)
+    history = (await closed_session(voice_server, result.session)).history.to_json()
+    cut = next(t for t in history if t["role"] == "assistant")
+    assert cut["interrupted"] and cut["text"] == trunc["text"]
+    # The interruption was heard and answered.
+    finals = [e["text"] for e in result.of("transcript_final") if e["text"]]
+    assert len(finals) == 2 and len(finals[1].split()) >= 3, [(e["type"], e.get("text")) for e in result.events]
+    assert len(result.of("response_start")) == 2
+    if honour_pause:
+        # Paused on the client at once: nothing played between the pause and the stop.
+        assert result.played_at_stop == result.played_at_pause
+
+
+async def _next_json(ws, timeout: float = 5.0) -> dict:
+    while True:
+        message = await asyncio.wait_for(ws.recv(), timeout)
+        if isinstance(message, str):
+            return json.loads(message)
+
+
+async def test_bad_input_gets_an_error_code_and_the_session_goes_on(voice_server):
+    async with connect(voice_server.ws_url) as ws:
+        await ws.send(float_to_pcm16(np.zeros(320, np.float32)))
+        assert (await _next_json(ws))["code"] == "not_ready"
+        await ws.send("{not json")
+        assert (await _next_json(ws))["code"] == "invalid_json"
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 11025}))
+        assert (await _next_json(ws))["code"] == "unsupported_rate"
+        await ws.send(json.dumps({"type": "hello", "sample_rate": "16000"}))
+        assert (await _next_json(ws))["code"] == "invalid_message"
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 48000, "acks": True}))
+        ready = await _next_json(ws)
+        assert ready["type"] == "ready" and ready["sample_rate"] == 48000
+        await ws.send(json.dumps({"type": "dance"}))
+        assert (await _next_json(ws))["code"] == "unknown_type"
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 16000}))
+        assert (await _next_json(ws))["code"] == "not_ready"
+        await ws.send(b"\x00" * 321)
+        assert (await _next_json(ws))["code"] == "odd_length"
+        await ws.send(b"\x00" * (ready["max_frame_bytes"] + 2))
+        assert (await _next_json(ws))["code"] == "frame_too_large"
+        await ws.send(json.dumps({"type": "played", "samples": 10**9}))
+        assert (await _next_json(ws))["code"] == "invalid_message"  # more than was ever sent
+        # Far faster than real time: 3 s of audio at once is 1 s over the bound.
+        for _ in range(3):
+            await ws.send(float_to_pcm16(np.zeros(48000, np.float32)[:24000]))
+            await ws.send(float_to_pcm16(np.zeros(24000, np.float32)))
+        assert (await _next_json(ws))["code"] == "input_too_fast"
+        await ws.send(json.dumps({"type": "cancel"}))  # nothing to cancel: fine
+        await ws.ping()
+    # A message over the WebSocket limit closes the connection with 1009.
+    async with connect(voice_server.ws_url, max_size=None) as ws:
+        await ws.send(b"\x00" * (voice_server.config.limits.max_message_bytes + 2))
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.rcvd.code == 1009
+    # And the server still holds a conversation.
+    result = await talk(voice_server.ws_url, load_audio(_rec("axb_a0004").path))
+    assert result.of("turn_end") and not result.of("error")
+
+
+async def test_access_token_origin_session_cap_and_idle_timeout(engines):
+    with pytest.raises(ValueError, match="token"):
+        ServerConfig(host="0.0.0.0").check()
+    from transport.protocol import Limits
+
+    server = VoiceServer(
+        engines, ServerConfig(port=0, token="s3cret", max_sessions=1, limits=Limits(idle_timeout_s=1.0))
+    )
+    await server.start()
+    url = f"ws://127.0.0.1:{server.port}/ws"
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(url, additional_headers=headers):
+                    pass
+            assert refused.value.response.status_code == 401
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(url + "?token=s3cret", origin="http://evil.example"):
+                pass
+        assert refused.value.response.status_code == 403
+        same_origin = f"http://127.0.0.1:{server.port}"
+        async with connect(url + "?token=s3cret", origin=same_origin) as ws:
+            with pytest.raises(InvalidStatus) as refused:  # one session at most
+                async with connect(url, additional_headers={"Authorization": "Bearer s3cret"}):
+                    pass
+            assert refused.value.response.status_code == 503
+            # Nothing sent for a second: told why, then closed normally.
+            message = await _next_json(ws, timeout=5)
+            assert message["code"] == "idle_timeout" and message["fatal"] is True
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 5)
+            assert closed.value.rcvd.code == 1000
+    finally:
+        await server.close()
+
+
+async def test_a_client_that_vanishes_mid_reply(voice_server, engines):
+    audio = load_audio(_rec("aew_a0003").path)
+    async with connect(voice_server.ws_url) as ws:
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 16000}))
+        session = (await _next_json(ws))["session"]
+        frames = [audio[i : i + 320] for i in range(0, len(audio), 320)] + [np.zeros(320, np.float32)] * 400
+        for frame in frames:
+            await ws.send(float_to_pcm16(frame))
+            await asyncio.sleep(0.02)
+            conn = voice_server.connections[session]
+            if any(e["type"] == "tts_chunk" for e in conn.events):
+                break
+        ws.transport.abort()  # gone: no close frame
+    conn = await closed_session(voice_server, session)
+    # The user's turn (final) is kept; the reply never finished playing, so it is not stored as said.
+    assert [t.role for t in conn.history.turns] == ["user"]
+    assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
+
+
+async def test_sessions_at_once_are_isolated(voice_server):
+    names = ["aew_a0003", "axb_a0004", "LJ001-0002"]
+    results = await asyncio.gather(*(talk(voice_server.ws_url, load_audio(_rec(n).path)) for n in names))
+    for name, result in zip(names, results, strict=True):
+        assert word_error_rate(_rec(name).transcript, result.user_text) <= 0.25, (name, result.user_text)
+        assert result.of("turn_end") and result.played > 0
+        history = (await closed_session(voice_server, result.session)).history.to_json()
+        assert [t["role"] for t in history] == ["user", "assistant"]
+    assert len({r.session for r in results}) == 3
