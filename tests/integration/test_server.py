@@ -200,3 +200,77 @@ async def test_sessions_at_once_are_isolated(voice_server):
         history = (await closed_session(voice_server, result.session)).history.to_json()
         assert [t["role"] for t in history] == ["user", "assistant"]
     assert len({r.session for r in results}) == 3
+
+
+def _fuzz_frames():
+    from hypothesis import strategies as st
+
+    json_values = st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+        max_leaves=10,
+    )
+    known = st.sampled_from(["hello", "played", "cancel", "session.update", "input_audio_buffer.append", "x"])
+    messages = st.fixed_dictionaries({"type": known}, optional={
+        "sample_rate": st.sampled_from([16000, 48000, 0, -1, 11025]) | json_values,
+        "acks": json_values, "lead_ms": json_values, "samples": json_values, "dropped": json_values,
+        "audio": st.text(max_size=40),
+    })  # fmt: skip
+    return st.lists(
+        st.one_of(
+            messages.map(json.dumps),
+            st.text(max_size=200),
+            json_values.map(json.dumps),
+            st.binary(max_size=2000),
+            st.integers(0, 70000).map(lambda n: b"\x01" * n),
+        ),
+        max_size=8,
+    )
+
+
+def _fuzz_server(url: str, examples: int) -> int:
+    """Throw malformed messages and frames at ``url`` from another thread; return connections made."""
+    from hypothesis import HealthCheck, given, settings
+    from websockets.sync.client import connect as connect_sync
+
+    count = 0
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(frames=_fuzz_frames())
+    def fuzz(frames):
+        nonlocal count
+        count += 1
+        with connect_sync(url, max_size=None, open_timeout=10) as ws:
+            try:
+                for frame in frames:
+                    ws.send(frame)
+                ws.send(json.dumps({"type": "hello", "sample_rate": 16000}))
+                # Every answer is a JSON event; the last is ready (or not_ready: a fuzzed hello came first).
+                while True:
+                    message = ws.recv(timeout=10)
+                    if isinstance(message, bytes):
+                        continue
+                    event = json.loads(message)
+                    assert event["type"] in ("ready", "error"), event
+                    if event["type"] == "ready" or event.get("code") == "not_ready":
+                        break
+            except ConnectionClosed as e:
+                assert e.rcvd is not None and e.rcvd.code in (1009,), e  # only for a message over the limit
+
+    fuzz()
+    return count
+
+
+async def test_fuzzed_clients_do_not_disturb_a_conversation(voice_server):
+    rec = _rec("aew_a0003")
+    conversation = asyncio.create_task(talk(voice_server.ws_url, load_audio(rec.path)))
+    fuzzed = await asyncio.to_thread(_fuzz_server, voice_server.ws_url, 60)
+    result = await conversation
+    assert fuzzed == 60
+    assert word_error_rate(rec.transcript, result.user_text) <= 0.2
+    assert result.of("turn_end") and not result.of("error") and result.played > 0
+    for _ in range(100):  # every fuzzed session is gone
+        if not voice_server.connections:
+            break
+        await asyncio.sleep(0.05)
+    assert not voice_server.connections
