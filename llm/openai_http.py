@@ -4,6 +4,10 @@ Works with a vLLM server (``python -m vllm.entrypoints.openai.api_server``) and
 anything else that speaks ``POST /v1/chat/completions`` with ``stream: true``
 (server-sent events). Cancelling closes the HTTP stream, which makes vLLM drop
 the request.
+
+``stream(..., prefix=TEXT)`` continues a partial assistant reply instead of
+starting one (vLLM's ``continue_final_message``): :class:`llm.pool.LLMPool`
+uses it to finish, on another server, a reply whose server died mid-stream.
 """
 
 from __future__ import annotations
@@ -14,6 +18,14 @@ from collections.abc import AsyncIterator
 import httpx
 
 from llm.base import Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
+
+
+class LLMStatusError(LLMError):
+    """The server answered with an HTTP error status (kept: a 4xx is the request's fault, a 5xx the server's)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OpenAIChatClient:
@@ -47,24 +59,45 @@ class OpenAIChatClient:
             self.model = r.json()["data"][0]["id"]
         return self.model
 
-    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self,
+        messages: list[dict[str, str]],
+        request_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[str]:
+        """Stream the reply to ``messages``; with ``prefix``, only what follows that partial reply.
+
+        The history is cut to the context as for the whole reply (the prefix
+        is part of the reply's ``max_tokens``), so a continuation sees exactly
+        the prompt the reply started from. ``max_tokens`` (default: the
+        generation config's) is what is left of the reply.
+        """
         g = self.generation
         try:
+            fitted = fit_to_context(messages, approx_tokens, self.context_tokens - g.max_tokens)
             body = {
                 "model": await self._model_name(),
-                "messages": fit_to_context(messages, approx_tokens, self.context_tokens - self.generation.max_tokens),
+                "messages": fitted,
                 "stream": True,
-                "max_tokens": g.max_tokens,
+                "max_tokens": g.max_tokens if max_tokens is None else max_tokens,
                 "temperature": g.temperature,
                 "top_p": g.top_p,
                 "seed": g.seed,
                 # Not in OpenAI's API; vLLM and llama.cpp servers take it, others ignore it.
                 "repetition_penalty": g.repetition_penalty,
             }
+            if prefix:
+                # vLLM renders the final assistant message open-ended (no end-of-turn
+                # token) and generates its continuation; the stream holds only the new text.
+                body["messages"] = [*fitted, {"role": "assistant", "content": prefix}]
+                body["continue_final_message"] = True
+                body["add_generation_prompt"] = False
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as r:
                 if r.status_code != 200:
                     detail = (await r.aread()).decode(errors="replace")[:200]
-                    raise LLMError(f"{self.base_url}: HTTP {r.status_code}: {detail}")
+                    raise LLMStatusError(f"{self.base_url}: HTTP {r.status_code}: {detail}", r.status_code)
                 async for line in r.aiter_lines():
                     if not line.startswith("data:"):
                         continue

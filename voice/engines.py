@@ -23,6 +23,8 @@ class EngineConfig:
     voice: str = "joe"
     llm_model: str = "smollm2-135m"
     llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
+    # More servers of the same model: two or more URLs in all (with llm_url) make an LLMPool.
+    llm_urls: tuple[str, ...] = ()
     llm_compile: bool = False  # torch.compile in the embedded engine (slow start on the CPU)
     device: str = "auto"
     # Silence encoded after each utterance (None: Whisper's full 30 s window, ~4x slower on a CPU).
@@ -31,6 +33,14 @@ class EngineConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     cache_dir: Path = models.ROOT / ".cache"
 
+    def server_urls(self) -> list[str]:
+        """``llm_url`` then ``llm_urls``, each once (a trailing slash does not make another server)."""
+        urls: list[str] = []
+        for u in ([self.llm_url] if self.llm_url else []) + list(self.llm_urls):
+            if u and u.rstrip("/") not in urls:
+                urls.append(u.rstrip("/"))
+        return urls
+
     def check_models(self) -> None:
         """Raise MissingModelError before anything slow is loaded."""
         models.asr_model_path(self.asr_model)
@@ -38,7 +48,7 @@ class EngineConfig:
             models.asr_model_path(self.partial_model)
         models.voice_path(self.voice)
         models.vad_model_path()
-        if self.llm_url is None:
+        if not self.server_urls():
             models.llm_model_path(self.llm_model)
 
 
@@ -67,6 +77,24 @@ class Engines:
             ex.shutdown(wait=False, cancel_futures=True)
 
 
+def make_llm(cfg: EngineConfig) -> LLM:
+    """The embedded engine, one server's client, or a pool over several servers."""
+    urls = cfg.server_urls()
+    if len(urls) > 1:
+        from llm.pool import LLMPool
+
+        return LLMPool(urls, generation=cfg.generation)
+    if urls:
+        from llm.openai_http import OpenAIChatClient
+
+        return OpenAIChatClient(urls[0], generation=cfg.generation)
+    from llm.vllm_engine import VLLMEngine
+
+    return VLLMEngine(
+        models.llm_model_path(cfg.llm_model), cfg.cache_dir, cfg.generation, enforce_eager=not cfg.llm_compile
+    )
+
+
 def load_engines(cfg: EngineConfig) -> Engines:
     """Load every engine once (seconds to a minute: see the README)."""
     cfg.check_models()
@@ -78,23 +106,7 @@ def load_engines(cfg: EngineConfig) -> Engines:
         times[name] = round(time.monotonic() - t0, 2)
         return value
 
-    llm: LLM
-    if cfg.llm_url:
-        from llm.openai_http import OpenAIChatClient
-
-        llm = timed("llm", lambda: OpenAIChatClient(cfg.llm_url, generation=cfg.generation))
-    else:
-        from llm.vllm_engine import VLLMEngine
-
-        llm = timed(
-            "llm",
-            lambda: VLLMEngine(
-                models.llm_model_path(cfg.llm_model),
-                cfg.cache_dir,
-                cfg.generation,
-                enforce_eager=not cfg.llm_compile,
-            ),
-        )
+    llm = timed("llm", lambda: make_llm(cfg))
     vad = timed("vad", lambda: load_session(models.vad_model_path()))
     asr_final = timed(
         "asr_final",

@@ -79,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partial-model", default="tiny.en", help="Whisper model for partials, or 'none'")
     p.add_argument("--voice", default="joe", help="piper voice: joe or a path to an .onnx voice")
     p.add_argument("--llm-model", default="smollm2-135m", help="embedded LLM: smollm2-135m or a folder")
-    p.add_argument("--llm-url", help="OpenAI-compatible server (such as vLLM's) instead of the embedded engine")
+    p.add_argument(
+        "--llm-url",
+        action="append",
+        help="OpenAI-compatible server (such as vLLM's) instead of the embedded engine; repeat for replicas",
+    )
     p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
     p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
@@ -112,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=round(EndpointConfig.onset_s * 1000),
         help="voiced sound over the reply this long pauses it at once (resumed if it is not speech)",
     )
+    serve_opts = p.add_argument_group("server (--serve)")
+    serve_opts.add_argument("--serve", action="store_true", help="serve WebSocket clients and the browser page")
+    serve_opts.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve_opts.add_argument("--port", type=int, default=8765)
+    serve_opts.add_argument("--token", default=os.environ.get("VOICE_TOKEN"), help="clients must send it (VOICE_TOKEN)")
+    serve_opts.add_argument(
+        "--allow-origin", action="append", default=[], help="a browser origin allowed besides the server's own"
+    )
+    serve_opts.add_argument("--max-sessions", type=int, default=8)
+    serve_opts.add_argument("--idle-timeout", type=float, default=300.0, help="seconds without a message")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics")
     p.add_argument("--log-json", action="store_true", help="log every event as a JSON line on stderr")
     p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
@@ -169,6 +183,59 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     return 1 if session.errors else 0
 
 
+async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    import signal
+
+    from transport.protocol import Limits
+    from transport.ws_server import ServerConfig, VoiceServer
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token or None,
+        allow_origins=tuple(args.allow_origin),
+        max_sessions=args.max_sessions,
+        limits=Limits(idle_timeout_s=args.idle_timeout),
+        session=session_cfg,
+    )
+    try:
+        config.check()
+    except ValueError as e:
+        return fail(str(e))
+    t0 = time.monotonic()
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    metrics = PipelineMetrics()
+    if args.metrics_port is not None:
+        serve(metrics, args.metrics_port)
+    hook = None
+    if args.log_json:
+
+        def hook(session_id: str, event: dict[str, Any]) -> None:
+            event_logger(session_id)(event)
+
+    server = VoiceServer(engines, config, metrics, on_event=hook)
+    try:
+        await server.start()
+    except OSError as e:
+        await engines.aclose()
+        return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    print(f"ready in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
+          f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        print("shutting down ...", file=sys.stderr, flush=True)
+        await server.close()
+        await engines.aclose()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.verbose:
@@ -182,18 +249,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.replay is None:
-        return fail("give --replay FILE (the microphone mode is not built yet)")
-    try:
-        audio = load_audio(args.replay)
-    except AudioInputError as e:
-        return fail(str(e))
+    if args.replay is None and not args.serve:
+        return fail("give --replay FILE or --serve (the microphone mode is not built yet)")
+    audio = None
+    if args.replay is not None:
+        try:
+            audio = load_audio(args.replay)
+        except AudioInputError as e:
+            return fail(str(e))
+    urls = args.llm_url or []
     engine_cfg = EngineConfig(
         asr_model=args.asr_model,
         partial_model=None if args.partial_model == "none" else args.partial_model,
         voice=args.voice,
         llm_model=args.llm_model,
-        llm_url=args.llm_url,
+        llm_url=urls[0] if urls else None,
+        llm_urls=tuple(urls[1:]),
         llm_compile=args.llm_compile,
         device=args.device,
         asr_window_pad_s=None if args.asr_full_window else EngineConfig.asr_window_pad_s,
@@ -220,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     except MissingModelError as e:
         return fail(str(e))
     try:
+        if args.serve:
+            return asyncio.run(run_serve(args, engine_cfg, session_cfg))
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
     except KeyboardInterrupt:
         return 130

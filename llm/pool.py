@@ -1,0 +1,219 @@
+"""Several OpenAI-compatible vLLM servers behind one :class:`llm.base.LLM`.
+
+Each reply (one ``stream()`` call) goes to the healthy replica with the fewest
+requests in flight from this pool, ties taken in turn, so concurrent sessions
+spread over the servers. A replica that refuses the connection, answers a 5xx
+or whose stream dies is marked unhealthy and skipped until ``GET /health``
+answers 200 again (probed in the background every few seconds; when every
+replica is unhealthy they are tried anyway, rather than failing on stale news).
+
+A reply whose replica fails before its first delta is sent again to the next
+one, unseen by the caller. One that fails mid-reply (its first words may
+already be spoken) is continued on another replica from exactly the text
+yielded so far (vLLM's ``continue_final_message``), and only the continuation
+is yielded; greedy decoding makes the joined reply the one a single server
+would have given. Each replica is tried at most once per reply; when none can
+serve it, :class:`llm.base.LLMError` names every replica tried and why.
+
+The routing rules live in :class:`Router` (pure: no I/O, no clock); the
+pool is the I/O around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from llm.base import Delta, GenerationConfig, LLMError
+from llm.openai_http import LLMStatusError, OpenAIChatClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplicaState:
+    url: str
+    healthy: bool = True
+    in_flight: int = 0  # requests from this pool running there now
+    served: int = 0  # requests that ended there without the replica failing (done, cancelled, or a 4xx)
+    failures: int = 0  # requests the replica failed (refused, 5xx, stream died)
+
+
+class Router:
+    """Which replica takes the next request, and what is known of each.
+
+    Pure bookkeeping, fed by the pool: ``acquire``/``release`` around every
+    request, ``mark_failed``/``mark_healthy`` from requests and probes.
+    """
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        if not urls:
+            raise ValueError("a pool needs at least one replica")
+        self.replicas = [ReplicaState(u) for u in urls]
+        self._next = 0  # round-robin cursor: where the search for a tie starts
+
+    def pick(self, tried: Collection[int] = ()) -> int | None:
+        """The least-loaded healthy replica not in ``tried``; None when all were tried.
+
+        When every untried replica is unhealthy, the least loaded of them:
+        health is only known from the last failure or probe, and trying costs
+        a refused connection, while giving up costs the reply.
+        """
+        n = len(self.replicas)
+        untried = [i for i in range(n) if i not in tried]
+        if not untried:
+            return None
+        candidates = [i for i in untried if self.replicas[i].healthy] or untried
+        least = min(self.replicas[i].in_flight for i in candidates)
+        ties = [i for i in candidates if self.replicas[i].in_flight == least]
+        chosen = min(ties, key=lambda i: (i - self._next) % n)
+        self._next = (chosen + 1) % n
+        return chosen
+
+    def acquire(self, i: int) -> None:
+        self.replicas[i].in_flight += 1
+
+    def release(self, i: int, failed: bool) -> None:
+        r = self.replicas[i]
+        r.in_flight -= 1
+        if failed:
+            r.failures += 1
+            r.healthy = False
+        else:
+            r.served += 1
+
+    def mark_failed(self, i: int) -> None:
+        self.replicas[i].healthy = False
+
+    def mark_healthy(self, i: int) -> None:
+        self.replicas[i].healthy = True
+
+    def unhealthy(self) -> list[int]:
+        return [i for i, r in enumerate(self.replicas) if not r.healthy]
+
+
+def is_replica_failure(error: LLMError) -> bool:
+    """Whether another replica may succeed where this one failed.
+
+    An HTTP 4xx is the request's own fault (bad body, unknown model) and would
+    fail everywhere; 429 (overloaded) and anything else (refused, 5xx, a dead
+    or malformed stream, an error event) is the server's.
+    """
+    return not isinstance(error, LLMStatusError) or error.status >= 500 or error.status == 429
+
+
+class LLMPool:
+    """An LLM over several OpenAI-compatible servers that serve the same model."""
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        model: str | None = None,
+        generation: GenerationConfig | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        context_tokens: int = 2048,
+        probe_interval_s: float = 2.0,
+        probe_timeout_s: float = 2.0,
+    ) -> None:
+        self.generation = generation or GenerationConfig()
+        self.clients = [OpenAIChatClient(u, model, self.generation, api_key, timeout_s, context_tokens) for u in urls]
+        self.router = Router([u.rstrip("/") for u in urls])
+        self.name = "pool:" + ",".join(c.base_url for c in self.clients)
+        self.probe_interval_s = probe_interval_s
+        self._health = httpx.AsyncClient(timeout=probe_timeout_s, trust_env=False)
+        self._prober: asyncio.Task | None = None
+
+    def replicas_state(self) -> list[dict[str, Any]]:
+        """Each replica's url, health, requests in flight, served and failed, for logs and metrics."""
+        return [dataclasses.asdict(r) for r in self.router.replicas]
+
+    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[Delta]:
+        """One reply, on the least-loaded healthy replica; finished on another if that one fails."""
+        self._start_prober()
+        g = self.generation
+        said = ""  # what this reply has yielded so far, over every replica
+        tokens = 0
+        tried: list[int] = []
+        errors: list[str] = []
+        while True:
+            i = self.router.pick(tried)
+            if i is None:
+                raise LLMError(f"no LLM replica could serve the request; tried {len(tried)}: " + "; ".join(errors))
+            tried.append(i)
+            client = self.clients[i]
+            if said:
+                log.warning("continuing a reply on %s after %d tokens", client.base_url, tokens)
+                inner = client.stream(messages, request_id, prefix=said, max_tokens=g.max_tokens - tokens)
+            else:
+                inner = client.stream(messages, request_id)
+            self.router.acquire(i)
+            failed = False
+            try:
+                # aclosing: a cancelled or closed reply closes the HTTP stream now, so vLLM aborts it.
+                async with contextlib.aclosing(inner):
+                    async for delta in inner:
+                        self.router.mark_healthy(i)  # it may have been tried while marked unhealthy
+                        said += delta
+                        tokens += delta.tokens
+                        yield delta
+                self.router.mark_healthy(i)
+                return
+            except LLMError as e:
+                if not is_replica_failure(e):
+                    raise
+                failed = True
+                errors.append(str(e))
+                log.warning("LLM replica failed (%s); %d tokens said", e, tokens)
+            finally:
+                self.router.release(i, failed)
+            if tokens >= g.max_tokens:
+                return  # the reply had all its tokens; only the end of its stream was lost
+
+    def _start_prober(self) -> None:
+        """Start the health prober on the running loop (the pool may be built before there is one)."""
+        loop = asyncio.get_running_loop()
+        if self._prober is None or self._prober.done() or self._prober.get_loop() is not loop:
+            self._prober = loop.create_task(self._probe_forever(), name="llm-pool-prober")
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.probe_interval_s)
+            try:
+                await self.probe()
+            except Exception:  # a probe must never end the prober
+                log.exception("LLM replica probe failed")
+
+    async def probe(self) -> None:
+        """Probe the unhealthy replicas once; those that answer 200 serve again."""
+        down = self.router.unhealthy()
+        answers = await asyncio.gather(*(self._is_healthy(i) for i in down))
+        for i, ok in zip(down, answers, strict=True):
+            if ok:
+                log.warning("LLM replica %s is healthy again", self.clients[i].base_url)
+                self.router.mark_healthy(i)
+
+    async def _is_healthy(self, i: int) -> bool:
+        # vLLM serves /health beside /v1, not under it.
+        url = self.clients[i].base_url.removesuffix("/v1") + "/health"
+        try:
+            return (await self._health.get(url)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def close(self) -> None:
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                await self._prober
+            self._prober = None
+        for c in self.clients:
+            await c.close()
+        await self._health.aclose()
