@@ -90,3 +90,49 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     reply, rate = sf.read(out / "reply.wav")
     assert rate == 24000 and len(reply) / rate >= len(mono) / 16000
     assert abs(reply).max() > 0.1
+
+
+def test_serving_off_loopback_needs_a_token():
+    assert_one_line_error(voice_run("--serve", "--host", "0.0.0.0", env={"VOICE_TOKEN": ""}, timeout=60), "token")
+
+
+def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path):
+    """The server as a user runs it: a real process, a real client, Ctrl+C."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port)], cwd=ROOT, stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    assert r.read() == b"ok\n"
+                    break
+            except OSError:
+                time.sleep(1)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+        assert "<html" in page.lower()
+        client = subprocess.run(
+            [sys.executable, "-m", "transport.client", str(FIXTURES / "cmu_arctic_us_axb_a0004.wav"),
+             "--url", f"ws://127.0.0.1:{port}/ws", "--out", str(tmp_path / "client")],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert client.returncode == 0, client.stderr[-2000:]
+        assert "you:" in client.stdout and "assistant:" in client.stdout
+        assert (tmp_path / "client" / "reply.wav").stat().st_size > 10000
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()

@@ -40,6 +40,12 @@ class ClientResult:
     played_at_stop: int | None = None  # ... and when the first stop arrived
     session: str = ""
     close_code: int | None = None
+    interrupted_at_s: float | None = None  # when the interruption started, on the input's timeline
+
+    def playback_start_s(self, threshold: float = 1e-4) -> float | None:
+        """When the speaker first played reply audio, on the input's timeline."""
+        loud = np.flatnonzero(np.abs(self.reply) > threshold)
+        return float(loud[0]) / self.output_rate if len(loud) else None
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -112,6 +118,7 @@ async def talk(
                     speaker.feed(pcm16_to_float(message))
                     continue
                 event = json.loads(message)
+                event["client_t"] = round(time.monotonic() - t0, 4)  # when it arrived, on the input's timeline
                 result.events.append(event)
                 state["last_event"] = time.monotonic()
                 kind = event["type"]
@@ -141,8 +148,8 @@ async def talk(
                 state["reported"] = now
                 await ws.send(json.dumps({"type": "played", "samples": now[0], "dropped": now[1]}))
 
-        receiver = asyncio.create_task(receive())
         t0 = time.monotonic()
+        receiver = asyncio.create_task(receive())
         silence = np.zeros(frame, dtype=np.float32)
         pending = interrupt
         current, pos, tail, i = audio, 0, 0, 0
@@ -150,6 +157,7 @@ async def talk(
             while True:
                 if pending is not None and pos >= len(current) and speaker.played >= pending[1] * result.output_rate:
                     current, pos, tail, pending = pending[0], 0, 0, None  # speak over the reply now
+                    result.interrupted_at_s = i * FRAME_S
                 if pos < len(current):
                     block, pos = current[pos : pos + frame], pos + frame
                 else:
