@@ -1,0 +1,168 @@
+"""`python -m voice.history` as a person runs it, on a database filled with the
+store's API: list, show, export as JSON and Markdown; an unknown id, a missing
+or corrupt database are one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from voice.history import Turn
+from voice.store import ConversationStore
+
+SID = "3f2a9c0d41b84e0b9e6f0a1b2c3d4e5f"
+OTHER = "3f99aa00000000000000000000000000"
+
+
+def history(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "voice.history", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    path = tmp_path / "conversations.db"
+    with ConversationStore.open(path) as s:
+        s.create_session(SID, owner="a-token", system_prompt="Answer in one short sentence.")
+        s.add_turn(SID, Turn("user", "What's the weather like today?", t_start=0.42, t_end=2.1))
+        s.add_turn(
+            SID,
+            Turn(
+                "assistant",
+                "It is sunny and",
+                t_start=2.6,
+                t_end=3.9,
+                generated_text="It is sunny and warm, with a light breeze from the west.",
+                interrupted=True,
+                response=1,
+            ),
+        )
+        s.add_turn(SID, Turn("user", "Will it rain tomorrow?", t_start=4.0, t_end=5.2))
+        s.add_turn(
+            SID,
+            Turn(
+                "assistant", "No, tomorrow stays dry.", 5.8, 7.1, generated_text="No, tomorrow stays dry.", response=2
+            ),
+        )
+        s.create_session(OTHER)
+    return path
+
+
+def test_list(db):
+    proc = history("list", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["ID", "CREATED", "UPDATED", "TURNS", "LAST"]
+    row = next(line for line in lines if line.startswith(SID))
+    assert " 4 " in row and "No, tomorrow stays dry." in row
+    assert any(line.startswith(OTHER) for line in lines)
+
+
+def test_list_of_an_empty_database(tmp_path):
+    ConversationStore.open(tmp_path / "empty.db").close()
+    proc = history("--db", str(tmp_path / "empty.db"), "list")
+    assert proc.returncode == 0 and "no conversations" in proc.stdout
+
+
+def test_the_database_from_the_environment(db):
+    proc = history("list", env={"VOICE_DB": str(db)})
+    assert proc.returncode == 0 and SID in proc.stdout
+
+
+def test_show_by_unique_prefix(db):
+    proc = history("show", SID[:6], "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"session {SID}" in out and "Answer in one short sentence." in out
+    lines = out.splitlines()
+    turn_lines = [line for line in lines if " user " in line or " assistant " in line]
+    assert [("user" if " user " in line else "assistant") for line in turn_lines] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert "0.42-2.10 s" in turn_lines[0] and "What's the weather like today?" in turn_lines[0]
+    assert "It is sunny and" in turn_lines[1] and "interrupted: heard 4 of 12 words" in turn_lines[1]
+    assert "generated: It is sunny and warm, with a light breeze from the west." in out
+    assert out.count("generated:") == 1  # only where it differs from what was heard
+
+
+def test_export_json(db):
+    proc = history("export", SID, "--format", "json", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    (session,) = doc["sessions"]
+    assert session["id"] == SID and session["system_prompt"] == "Answer in one short sentence."
+    assert "owner" not in session and "a-token" not in proc.stdout
+    turns = session["turns"]
+    assert [t["seq"] for t in turns] == [1, 2, 3, 4]
+    assert turns[1] == {
+        "seq": 2,
+        "role": "assistant",
+        "text": "It is sunny and",
+        "interrupted": True,
+        "generated_text": "It is sunny and warm, with a light breeze from the west.",
+        "t_start": 2.6,
+        "t_end": 3.9,
+        "audio_s": 1.3,
+        "response": 1,
+        "created_at": turns[1]["created_at"],
+    }
+    assert turns[0]["interrupted"] is False and turns[0]["generated_text"] is None
+    both = json.loads(history("export", SID[:4] + "9c", OTHER, "--db", str(db)).stdout)  # json is the default
+    assert [s["id"] for s in both["sessions"]] == [SID, OTHER] and both["sessions"][1]["turns"] == []
+
+
+def test_export_markdown(db):
+    proc = history("--db", str(db), "export", SID, "--format", "md")
+    assert proc.returncode == 0, proc.stderr
+    md = proc.stdout
+    assert md.startswith(f"# Conversation `{SID}`")
+    assert "**User** (0.42-2.10 s): What's the weather like today?" in md
+    assert "**Assistant** (2.60-3.90 s): It is sunny and *[interrupted]*" in md
+    assert "> *generated:* It is sunny and warm, with a light breeze from the west." in md
+    assert "**Assistant** (5.80-7.10 s): No, tomorrow stays dry." in md
+
+
+def test_unknown_id(db):
+    assert_one_line_error(history("show", "nope", "--db", str(db)), "no session 'nope'")
+    assert_one_line_error(history("export", "nope", "--format", "md", "--db", str(db)), "no session 'nope'")
+
+
+def test_ambiguous_prefix(db):
+    assert_one_line_error(history("show", "3f", "--db", str(db)), "ambiguous", SID, OTHER)
+
+
+def test_missing_database(tmp_path):
+    missing = tmp_path / "nope.db"
+    assert_one_line_error(history("list", "--db", str(missing)), "no conversation database at", str(missing))
+    assert not missing.exists()  # looking does not create it
+
+
+def test_corrupt_database(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not a database" * 200)
+    for args in (["list"], ["show", SID], ["export", SID, "--format", "json"]):
+        assert_one_line_error(history(*args, "--db", str(bad)), "corrupt", str(bad))

@@ -1,0 +1,584 @@
+"""The conversation store on real SQLite files: round trips, durability,
+concurrency, the bad cases (corrupt, locked, full, unknown or foreign
+sessions), the turn recorder and the history's listener."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from voice.history import History, Turn
+from voice.ledger import Word
+from voice.store import (
+    SCHEMA_VERSION,
+    AmbiguousSession,
+    ConversationStore,
+    ForeignSession,
+    SessionError,
+    SessionExists,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    TurnRecorder,
+    UnknownSession,
+    default_db_path,
+)
+from voice.turns import Conversation, StartResponse, Synthesize, TranscribeFinal
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "conversations.db"
+
+
+@pytest.fixture
+def store(db):
+    s = ConversationStore.open(db)
+    yield s
+    s.close()
+
+
+def user(text="what time is it", t0=0.1, t1=1.0) -> Turn:
+    return Turn("user", text, t_start=t0, t_end=t1)
+
+
+def reply(text="It is noon.", generated=None, interrupted=False, response=1, t0=1.6, t1=2.4) -> Turn:
+    return Turn(
+        "assistant",
+        text,
+        t_start=t0,
+        t_end=t1,
+        generated_text=generated if generated is not None else text,
+        interrupted=interrupted,
+        response=response,
+    )
+
+
+def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+# -- round trip, schema, durability -----------------------------------------
+
+
+def test_turns_round_trip_with_every_field(store):
+    store.create_session("s1", system_prompt="be brief", meta={"dialect": "voice"})
+    turns = [
+        user("what time is it", 0.1, 1.0),
+        reply("It is noon and", generated="It is noon and the sun is out.", interrupted=True, response=1),
+        Turn("user", "thanks", t_start=3.0, t_end=3.4, extra={"audio_s": 0.35, "lang": "en"}),
+        Turn("assistant", "You're welcome.", generated_text="You're welcome.", response=2),  # no timings
+    ]
+    seqs = [store.add_turn("s1", t) for t in turns]
+    assert seqs == [1, 2, 3, 4]
+    assert store.turns("s1") == turns
+    stored = store.stored_turns("s1")
+    assert [s.audio_s for s in stored] == [0.9, 0.8, 0.35, None]  # timings, or extra["audio_s"]
+    assert all(s.created_at > 0 for s in stored)
+    assert stored[1].turn.interrupted is True and stored[0].turn.interrupted is False
+    rec = store.session("s1")
+    assert (rec.id, rec.system_prompt, rec.meta, rec.turns, rec.last_text) == (
+        "s1",
+        "be brief",
+        {"dialect": "voice"},
+        4,
+        "You're welcome.",
+    )
+    assert not rec.owned and rec.updated_at >= rec.created_at
+    # the history the store gives back sends the same messages as the one it was written from
+    assert History(store.turns("s1")).messages("be brief") == History(list(turns)).messages("be brief")
+
+
+def test_reopening_finds_everything_and_the_schema_version(db):
+    with ConversationStore.open(db) as s:
+        s.create_session("a")
+        s.add_turn("a", user())
+    with ConversationStore.open(db) as s:
+        assert s.turns("a") == [user()]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    conn.close()
+
+
+def test_wal_mode_synchronous_and_busy_timeout(store, db):
+    conn = store._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1000
+    other = sqlite3.connect(db)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a property of the file
+    other.close()
+    with ConversationStore.open(db, synchronous="FULL", timeout=0.25) as full:
+        assert full._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert full._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+
+
+def test_a_written_turn_is_visible_to_another_connection_at_once(store, db):
+    store.create_session("s")
+    other = sqlite3.connect(db)
+    store.add_turn("s", user("hello there"))
+    assert other.execute("SELECT role, text FROM turns WHERE session_id = 's'").fetchall() == [("user", "hello there")]
+    other.close()
+
+
+def test_a_finalized_turn_survives_sigkill(db):
+    proc = run_python(f"""
+        import os, signal
+        from voice.history import Turn
+        from voice.store import ConversationStore
+        s = ConversationStore.open({str(db)!r})
+        s.create_session("k")
+        s.add_turn("k", Turn("user", "remember me", t_start=0.0, t_end=1.0))
+        print("written", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint, no atexit
+    """)
+    assert proc.returncode == -9 and "written" in proc.stdout, proc.stderr
+    with ConversationStore.open(db) as s:
+        assert [t.text for t in s.turns("k")] == ["remember me"]
+
+
+def test_replace_and_delete_a_turn(store):
+    store.create_session("s")
+    store.add_turn("s", user())
+    seq = store.add_turn("s", reply("It is noon. The sun is out.", response=1))
+    store.add_turn("s", user("and tomorrow", 3.0, 3.5))
+    cut = reply("It is noon.", generated="It is noon. The sun is out.", interrupted=True)
+    store.replace_turn("s", seq, cut)
+    assert store.turns("s")[1] == cut
+    store.delete_turn("s", seq)
+    assert [t.text for t in store.turns("s")] == ["what time is it", "and tomorrow"]
+    assert [s.seq for s in store.stored_turns("s")] == [1, 3]
+    with pytest.raises(StoreError, match="no turn 2"):
+        store.replace_turn("s", seq, cut)
+
+
+def test_default_db_path(monkeypatch, tmp_path):
+    monkeypatch.delenv("VOICE_DB", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_db_path() == tmp_path / ".local/share/voice/conversations.db"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_db_path() == tmp_path / "data/voice/conversations.db"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/is/ignored")
+    assert default_db_path() == tmp_path / ".local/share/voice/conversations.db"
+    monkeypatch.setenv("VOICE_DB", str(tmp_path / "mine.db"))
+    assert default_db_path() == tmp_path / "mine.db"
+
+
+def test_open_creates_the_folder(tmp_path):
+    with ConversationStore.open(tmp_path / "a" / "b" / "c.db") as s:
+        s.create_session("x")
+    assert (tmp_path / "a" / "b" / "c.db").is_file()
+
+
+# -- concurrency ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-store", "store-per-thread"])
+def test_concurrent_writers_lose_nothing_and_keep_order(db, shared):
+    n_threads, n_turns = 8, 50
+    main = ConversationStore.open(db, timeout=30)
+    for i in range(n_threads):
+        main.create_session(f"s{i}")
+    main.create_session("shared")
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n_threads)
+
+    def writer(i: int) -> None:
+        s = main if shared else ConversationStore.open(db, timeout=30)
+        try:
+            barrier.wait()
+            for k in range(n_turns):
+                s.add_turn(f"s{i}", Turn("user" if k % 2 == 0 else "assistant", f"{i}:{k}", t_start=float(k)))
+                s.add_turn("shared", Turn("user", f"{i}:{k}"))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            if not shared:
+                s.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for i in range(n_threads):
+        assert [t.text for t in main.turns(f"s{i}")] == [f"{i}:{k}" for k in range(n_turns)]
+    shared_turns = main.stored_turns("shared")
+    assert [s.seq for s in shared_turns] == list(range(1, n_threads * n_turns + 1))
+    for i in range(n_threads):  # each writer's turns in the order it wrote them
+        assert [s.turn.text for s in shared_turns if s.turn.text.startswith(f"{i}:")] == [
+            f"{i}:{k}" for k in range(n_turns)
+        ]
+    assert {r.id: r.turns for r in main.list_sessions(None)} == {
+        **{f"s{i}": n_turns for i in range(n_threads)},
+        "shared": n_threads * n_turns,
+    }
+    main.close()
+
+
+def test_another_process_writes_while_this_one_reads(db):
+    store = ConversationStore.open(db)
+    store.create_session("p")
+    n = 200
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                from voice.history import Turn
+                from voice.store import ConversationStore
+                s = ConversationStore.open({str(db)!r}, timeout=30)
+                for k in range({n}):
+                    s.add_turn("p", Turn("user", f"turn {{k}}"))
+                s.close()
+            """),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = 0
+    reads = 0
+    deadline = time.monotonic() + 60
+    while writer.poll() is None and time.monotonic() < deadline:
+        texts = [t.text for t in store.turns("p")]
+        assert texts == [f"turn {k}" for k in range(len(texts))]  # a prefix, never a torn write
+        assert len(texts) >= seen
+        seen = len(texts)
+        reads += 1
+    assert writer.wait(60) == 0, writer.stderr.read()
+    assert [t.text for t in store.turns("p")] == [f"turn {k}" for k in range(n)]
+    assert reads > 1
+    store.close()
+
+
+# -- bad cases --------------------------------------------------------------
+
+
+def test_a_file_of_garbage_is_corrupt(tmp_path):
+    bad = tmp_path / "garbage.db"
+    bad.write_bytes(bytes(range(256)) * 64)
+    with pytest.raises(StoreCorrupt) as e:
+        ConversationStore.open(bad)
+    assert str(bad) in str(e.value) and "corrupt" in str(e.value) and "not a database" in str(e.value)
+    assert e.value.path == bad
+
+
+def test_a_damaged_database_is_corrupt(db):
+    with ConversationStore.open(db) as s:
+        s.create_session("x")
+        for _ in range(200):
+            s.add_turn("x", user("hello world " * 20))
+    with open(db, "r+b") as f:  # overwrite three pages past the schema
+        f.seek(4096 * 2)
+        f.write(b"\xff" * 4096 * 3)
+    with pytest.raises(StoreCorrupt, match="malformed"), ConversationStore.open(db) as s:
+        s.turns("x")
+
+
+def test_another_programs_database_is_refused(tmp_path):
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE photos (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorrupt, match="not a conversation database"):
+        ConversationStore.open(other)
+
+
+def test_a_newer_schema_is_refused(db):
+    ConversationStore.open(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE schema_version SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        ConversationStore.open(db)
+
+
+def test_missing_database_without_create(tmp_path):
+    with pytest.raises(StoreError, match="no conversation database at"):
+        ConversationStore.open(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_closed_store_raises_store_error(db):
+    s = ConversationStore.open(db)
+    s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.list_sessions()
+
+
+def test_locked_database(db):
+    store = ConversationStore.open(db, timeout=0.1)
+    store.create_session("s")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    t0 = time.monotonic()
+    with pytest.raises(StoreLocked) as e:
+        store.add_turn("s", user())
+    assert time.monotonic() - t0 >= 0.09  # it waited for the lock first
+    assert str(db) in str(e.value) and "locked" in str(e.value)
+    assert store.turns("s") == []  # WAL: readers go on while a writer holds the lock
+
+    recorder = TurnRecorder(store, "s")
+    first, second = user("first"), reply("second")
+    recorder.record(first)
+    assert isinstance(recorder.error, StoreLocked) and recorder.pending == [first]
+    holder.execute("COMMIT")
+    recorder.record(second)
+    assert recorder.error is None and recorder.pending == []
+    assert [t.text for t in store.turns("s")] == ["first", "second"]
+    holder.close()
+    store.close()
+
+
+def test_full_database_keeps_turns_until_there_is_room(db, caplog):
+    store = ConversationStore.open(db)
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    recorder.record(user("before"))
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")  # a real SQLITE_FULL
+    big = reply("word " * 20000)
+    with pytest.raises(StoreFull) as e:
+        store.add_turn("s", big)
+    assert str(db) in str(e.value) and "full" in str(e.value)
+
+    with caplog.at_level("WARNING", logger="voice.store"):
+        recorder.record(big)
+        recorder.record(user("after"))  # in order behind the turn that did not fit
+    assert isinstance(recorder.error, StoreFull)
+    assert [t.text for t in recorder.pending] == [big.text, "after"]
+    assert len([r for r in caplog.records if "memory only" in r.message]) == 1  # logged once
+    assert [t.text for t in store.turns("s")] == ["before"]
+
+    store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")  # space is back
+    assert recorder.flush()
+    assert recorder.error is None and recorder.pending == []
+    assert [t.text for t in store.turns("s")] == ["before", big.text, "after"]
+    store.close()
+
+
+def test_unknown_and_foreign_sessions(store, db):
+    with pytest.raises(UnknownSession):
+        store.session("nope")
+    with pytest.raises(UnknownSession):
+        store.add_turn("nope", user())
+    with pytest.raises(UnknownSession):
+        store.turns("nope")
+    store.create_session("mine", owner="secret-token-1")
+    store.create_session("open")
+    with pytest.raises(SessionExists):
+        store.create_session("mine")
+    assert store.session("mine", owner="secret-token-1").owned
+    with pytest.raises(ForeignSession):
+        store.session("mine", owner="secret-token-2")
+    with pytest.raises(ForeignSession):
+        store.session("mine")
+    assert store.session_record("mine").id == "mine"  # for tools run by whoever holds the file
+    assert store.session("open", owner="anyone").id == "open"  # created without a token: anyone's
+    assert not issubclass(UnknownSession, StoreError) and issubclass(ForeignSession, SessionError)
+    assert b"secret-token-1" not in db.read_bytes() + (db.with_name(db.name + "-wal").read_bytes())
+
+
+def test_find_session_by_prefix(store):
+    for sid in ("abc123", "abd456", "xyz"):
+        store.create_session(sid)
+    assert store.find_session("abc") == "abc123"
+    assert store.find_session("xyz") == "xyz"
+    with pytest.raises(AmbiguousSession, match="abc123, abd456"):
+        store.find_session("ab")
+    with pytest.raises(UnknownSession):
+        store.find_session("q")
+    with pytest.raises(UnknownSession):
+        store.find_session("")
+
+
+def test_list_sessions_most_recent_first(store):
+    store.create_session("old")
+    store.create_session("new")
+    store.add_turn("new", user("hi"))
+    time.sleep(0.01)
+    store.add_turn("old", user("first words here"))
+    listed = store.list_sessions(10)
+    assert [(r.id, r.turns, r.last_text) for r in listed] == [("old", 1, "first words here"), ("new", 1, "hi")]
+    assert len(store.list_sessions(1)) == 1
+
+
+# -- the recorder and the history's listener ----------------------------------
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def added(self, turn: Turn) -> None:
+        self.calls.append(("added", turn.text))
+
+    def changed(self, turn: Turn) -> None:
+        self.calls.append(("changed", turn.text))
+
+    def removed(self, turn: Turn) -> None:
+        self.calls.append(("removed", turn.text))
+
+
+def test_history_tells_its_listener():
+    calls = Calls()
+    h = History(listener=calls)
+    u = h.add(user("hello"))
+    a = h.add(reply("Hi there, how are you?"))
+    a.text, a.interrupted = "Hi there", True
+    h.changed(a)
+    h.changed(user("not one of ours"))  # not told
+    h.remove(a)
+    h.remove(a)  # gone already: not told twice
+    with pytest.raises(ValueError):
+        h.add(user("  "))
+    assert calls.calls == [
+        ("added", "hello"),
+        ("added", "Hi there, how are you?"),
+        ("changed", "Hi there"),
+        ("removed", "Hi there"),
+    ]
+    assert h.turns == [u]
+
+
+def test_history_without_listener_is_unchanged():
+    turns = [user("hello"), reply("Hi.", response=3)]
+    h = History(turns)
+    assert History().turns == [] and h.turns is turns
+    assert h.to_json() == [
+        {"role": "user", "text": "hello", "t_start": 0.1, "t_end": 1.0},
+        {"role": "assistant", "text": "Hi.", "t_start": 1.6, "t_end": 2.4, "generated_text": "Hi.", "response": 3},
+    ]
+    assert History(turns) == History(list(turns), listener=Calls())  # the listener is not part of equality
+
+
+def test_a_failing_listener_does_not_break_the_history(caplog):
+    class Broken:
+        def added(self, turn):
+            raise RuntimeError("boom")
+
+        changed = removed = added
+
+    h = History(listener=Broken())
+    with caplog.at_level("ERROR", logger="voice.history"):
+        h.add(user("still here"))
+    assert [t.text for t in h.turns] == ["still here"]
+    assert "listener failed" in caplog.text
+
+
+def test_recorder_persists_what_the_history_finalizes(store):
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    h = History(recorder.load(), listener=recorder)
+    h.add(user("what time is it"))
+    a = h.add(reply("It is noon. The sun is out.", response=1))
+    assert recorder.seq(a) == 2
+    a.text, a.interrupted = "It is noon.", True
+    h.changed(a)
+    assert store.turns("s") == h.turns
+    h.remove(a)
+    assert store.turns("s") == h.turns == [user("what time is it")]
+    assert recorder.seq(a) is None
+
+    # resume: a new recorder and history over the same session carry on after the last turn
+    again = TurnRecorder(store, "s")
+    h2 = History(again.load(), listener=again)
+    assert h2.turns == [user("what time is it")]
+    b = h2.add(reply("Noon.", response=1))
+    assert again.seq(b) == 2  # the removed turn's seq is free again: it was the last
+    b.text, b.interrupted = "No", True
+    h2.changed(b)
+    h2.turns[0].text = "what time is it now"  # a loaded turn can be amended too
+    h2.changed(h2.turns[0])
+    assert store.turns("s") == h2.turns
+
+
+def test_recorder_changes_to_turns_still_owed_are_written_once(db):
+    store = ConversationStore.open(db, timeout=0.05)
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    u, a, gone = user("hello"), reply("It is noon. The sun is out."), reply("never heard", response=2)
+    recorder.record(u)
+    recorder.record(a)
+    recorder.record(gone)
+    a.text, a.interrupted = "It is noon.", True
+    recorder.amend(a)  # owed already: written as it is then
+    recorder.remove(gone)  # never written: nothing to delete
+    recorder.record(u)  # twice: once
+    assert recorder.pending == [u, a]
+    holder.execute("COMMIT")
+    assert recorder.flush()
+    assert store.turns("s") == [u, a]
+    assert recorder.seq(a) == 2 and recorder.seq(gone) is None
+    holder.close()
+    store.close()
+
+
+def test_recorder_never_raises_even_on_a_closed_store(db):
+    store = ConversationStore.open(db)
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    store.close()
+    recorder.record(user())
+    assert isinstance(recorder.error, StoreError) and len(recorder.pending) == 1
+
+
+def test_recorder_on_a_deleted_session(store):
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    store.delete_session("s")
+    recorder.record(user())
+    assert isinstance(recorder.error, UnknownSession) and len(recorder.pending) == 1
+
+
+def test_the_conversation_persists_turns_when_they_are_final_never_before(store):
+    """Driven by scripted events, as in test_turns.py: the user's turn at the
+    ASR final, the assistant's at playback end, and a reply the client never
+    heard (truncate to 0 ms) taken back."""
+    store.create_session("c")
+    recorder = TurnRecorder(store, "c")
+    conv = Conversation("be brief", history=History(listener=recorder))
+    conv.speech_started(0.1, 0.35)
+    assert store.turns("c") == []
+    (tf,) = [c for c in conv.speech_ended(1.0, 1.5) if isinstance(c, TranscribeFinal)]
+    assert store.turns("c") == []
+    (start,) = [
+        c for c in conv.transcript_final(tf.utterance, "what time is it", 0.1, 1.0, 1.6) if isinstance(c, StartResponse)
+    ]
+    assert [(t.role, t.text) for t in store.turns("c")] == [("user", "what time is it")]
+    r = start.response
+    (syn,) = [c for c in conv.llm_delta(r, "It is noon. And", 1.7) if isinstance(c, Synthesize)]
+    conv.tts_audio(r, syn.chunk, "It is noon.", 100, [Word("It", 20), Word("is", 50), Word("noon.", 100)], 1.8, True)
+    conv.tts_done(r, syn.chunk, 1.8)
+    conv.played(60, 2.0)
+    assert len(store.turns("c")) == 1  # playing: nothing partial is stored
+    for c in conv.llm_done(r, 2.0):
+        if isinstance(c, Synthesize):
+            conv.tts_audio(r, c.chunk, c.text, 40, [Word("And", 40)], 2.1, True)
+            conv.tts_done(r, c.chunk, 2.1)
+    conv.played(40, 2.1)
+    assert len(store.turns("c")) == 1
+    conv.played(40, 2.2)  # playback ends
+    assert store.turns("c") == conv.history.turns
+    assert store.turns("c")[1].text == "It is noon. And"
+    conv.truncate(r, 0, 2.5)  # the client says none of it was heard
+    assert [(t.role, t.text) for t in store.turns("c")] == [("user", "what time is it")]
+    assert recorder.error is None

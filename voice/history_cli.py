@@ -1,0 +1,220 @@
+"""``python -m voice.history``: the stored conversations, for people.
+
+    python -m voice.history list [--limit N]               the sessions, most recent first
+    python -m voice.history show ID                        one conversation as a person reads it
+    python -m voice.history export ID... --format json|md  sessions and their turns
+
+``--db PATH`` (before or after the command) picks the database; by default
+``$VOICE_DB`` or ``~/.local/share/voice/conversations.db``. An id may be
+shortened to any prefix that only one session has. A missing or damaged
+database, an unknown id: one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from voice.store import (
+    ConversationStore,
+    SessionError,
+    SessionRecord,
+    StoredTurn,
+    StoreError,
+    default_db_path,
+)
+
+PROG = "python -m voice.history"
+
+
+def _local(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds") if t is not None else None
+
+
+def _first_words(text: str | None, n: int = 8) -> str:
+    if not text:
+        return ""
+    words = text.split()
+    return " ".join(words[:n]) + (" ..." if len(words) > n else "")
+
+
+def _span(t_start: float | None, t_end: float | None) -> str:
+    if t_start is None and t_end is None:
+        return ""
+    a = f"{t_start:.2f}" if t_start is not None else "?"
+    b = f"{t_end:.2f}" if t_end is not None else "?"
+    return f"{a}-{b} s"
+
+
+# -- list ------------------------------------------------------------------
+
+
+def cmd_list(store: ConversationStore, args: argparse.Namespace) -> int:
+    sessions = store.list_sessions(args.limit)
+    if not sessions:
+        print(f"no conversations in {store.path}")
+        return 0
+    rows = [("ID", "CREATED", "UPDATED", "TURNS", "LAST")]
+    for s in sessions:
+        rows.append((s.id, _local(s.created_at), _local(s.updated_at), str(s.turns), _first_words(s.last_text)))
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:>{w[3]}}  {r[4]}".rstrip())
+    return 0
+
+
+# -- show ------------------------------------------------------------------
+
+
+def _show(session: SessionRecord, turns: list[StoredTurn]) -> str:
+    lines = [f"session {session.id}", f"created {_local(session.created_at)}, updated {_local(session.updated_at)}"]
+    if session.system_prompt:
+        lines.append(f"system prompt: {session.system_prompt}")
+    lines.append(f"{len(turns)} turn{'s' if len(turns) != 1 else ''}")
+    lines.append("")
+    width = max((len(_span(s.turn.t_start, s.turn.t_end)) for s in turns), default=0)
+    for s in turns:
+        t = s.turn
+        span = _span(t.t_start, t.t_end).rjust(width)
+        head = f"{span}  {t.role:<9}  "
+        pad = " " * len(head)
+        text = t.text
+        if t.interrupted:
+            total = len((t.generated_text or "").split())
+            of = f" of {total}" if total else ""
+            text += f"  [interrupted: heard {len(t.text.split())}{of} words]"
+        lines.append(head + text)
+        if t.generated_text is not None and (t.interrupted or t.generated_text.strip() != t.text.strip()):
+            lines.append(f"{pad}generated: {t.generated_text}")
+        timed = t.t_start is not None and t.t_end is not None
+        if s.audio_s is not None and not (timed and abs(s.audio_s - (t.t_end - t.t_start)) < 0.005):
+            lines.append(f"{pad}audio: {s.audio_s:.2f} s")
+    return "\n".join(lines)
+
+
+def cmd_show(store: ConversationStore, args: argparse.Namespace) -> int:
+    sid = store.find_session(args.id)
+    print(_show(store.session_record(sid), store.stored_turns(sid)))
+    return 0
+
+
+# -- export ----------------------------------------------------------------
+
+
+def _turn_json(s: StoredTurn) -> dict[str, Any]:
+    t = s.turn
+    d: dict[str, Any] = {
+        "seq": s.seq,
+        "role": t.role,
+        "text": t.text,
+        "interrupted": t.interrupted,
+        "generated_text": t.generated_text,
+        "t_start": t.t_start,
+        "t_end": t.t_end,
+        "audio_s": s.audio_s,
+        "response": t.response,
+        "created_at": _iso(s.created_at),
+    }
+    if t.extra:
+        d["extra"] = t.extra
+    return d
+
+
+def _session_json(session: SessionRecord, turns: list[StoredTurn]) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "created_at": _iso(session.created_at),
+        "updated_at": _iso(session.updated_at),
+        "system_prompt": session.system_prompt,
+        "meta": session.meta,
+        "turns": [_turn_json(s) for s in turns],
+    }
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_").replace("`", "\\`")
+
+
+def _markdown(session: SessionRecord, turns: list[StoredTurn]) -> str:
+    out = [f"# Conversation `{session.id}`", ""]
+    out.append(f"Created {_local(session.created_at)}, updated {_local(session.updated_at)}, {len(turns)} turns.")
+    out.append("")
+    if session.system_prompt:
+        out += [f"> **System:** {_md_escape(session.system_prompt)}", ""]
+    for s in turns:
+        t = s.turn
+        who = "User" if t.role == "user" else "Assistant"
+        span = _span(t.t_start, t.t_end)
+        head = f"**{who}**" + (f" ({span})" if span else "") + ":"
+        body = _md_escape(t.text)
+        if t.interrupted:
+            body += " *[interrupted]*"
+        out += [f"{head} {body}", ""]
+        if t.generated_text is not None and (t.interrupted or t.generated_text.strip() != t.text.strip()):
+            out += [f"> *generated:* {_md_escape(t.generated_text)}", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def cmd_export(store: ConversationStore, args: argparse.Namespace) -> int:
+    ids: list[str] = []
+    for prefix in args.ids:
+        sid = store.find_session(prefix)
+        if sid not in ids:
+            ids.append(sid)
+    data = [(store.session_record(sid), store.stored_turns(sid)) for sid in ids]
+    if args.format == "json":
+        doc = {"sessions": [_session_json(s, t) for s, t in data]}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        print("\n\n".join(_markdown(s, t).rstrip() for s, t in data))
+    return 0
+
+
+# -- main ------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    db = argparse.ArgumentParser(add_help=False)
+    db.add_argument(
+        "--db",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help=f"the conversation database (default: $VOICE_DB or {default_db_path()})",
+    )
+    p = argparse.ArgumentParser(prog=PROG, description="The stored conversations.", parents=[db])
+    sub = p.add_subparsers(dest="command", required=True, metavar="list|show|export")
+    ls = sub.add_parser("list", parents=[db], help="the sessions, most recently updated first")
+    ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0: all)")
+    show = sub.add_parser("show", parents=[db], help="one conversation as a person reads it")
+    show.add_argument("id", help="a session id, or a prefix only one session has")
+    ex = sub.add_parser("export", parents=[db], help="sessions and their turns, as JSON or Markdown")
+    ex.add_argument("ids", nargs="+", metavar="ID", help="session ids, or prefixes")
+    ex.add_argument("--format", choices=("json", "md"), default="json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    path = getattr(args, "db", None) or default_db_path()
+    if args.command == "list" and args.limit is not None and args.limit <= 0:
+        args.limit = None
+    commands = {"list": cmd_list, "show": cmd_show, "export": cmd_export}
+    try:
+        with ConversationStore.open(path, create=False) as store:
+            return commands[args.command](store, args)
+    except (StoreError, SessionError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # | head: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
