@@ -85,7 +85,8 @@ class PipelineMetrics:
         elif kind == "llm_done":
             self.tokens.inc(event.get("tokens", 0))
         elif kind == "barge_in":
-            self.barge_ins.inc()
+            if event.get("reason") == "words":  # the person, not a client's cancel or a close
+                self.barge_ins.inc()
             self.tokens.inc(event.get("tokens", 0))
             self.cancelled_tokens.inc(event.get("tokens", 0))
         elif kind == "backchannel":

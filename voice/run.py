@@ -116,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=round(EndpointConfig.onset_s * 1000),
         help="voiced sound over the reply this long pauses it at once (resumed if it is not speech)",
     )
+    local = p.add_argument_group("microphone and speaker (the default mode)")
+    local.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
+    local.add_argument("--input-device", help="microphone: a number or a name from --list-devices")
+    local.add_argument("--output-device", help="speaker: a number or a name from --list-devices")
+    local.add_argument("--device-rate", type=int, help="sample rate to open the devices at (default: theirs)")
+    stored = p.add_argument_group("conversations")
+    stored.add_argument(
+        "--db", type=Path, help="where conversations are kept (default: $VOICE_DB or ~/.local/share/voice)"
+    )
+    stored.add_argument("--session", help="resume this stored conversation (python -m voice.history list)")
     serve_opts = p.add_argument_group("server (--serve)")
     serve_opts.add_argument("--serve", action="store_true", help="serve WebSocket clients and the browser page")
     serve_opts.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
@@ -236,6 +246,97 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     return 0
 
 
+def _device(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.isdigit() else value
+
+
+def open_store(args: argparse.Namespace):
+    """The conversation store, or None (with a one-line warning) when it cannot be used."""
+    from voice.store import ConversationStore, StoreError, default_db_path
+
+    path = args.db or default_db_path()
+    try:
+        return ConversationStore.open(path)
+    except StoreError as e:
+        print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+        return None
+
+
+async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    import signal
+
+    from transport.local import LocalAudio
+    from transport.sound import AudioDeviceError, DeviceChoice, SoundCard
+    from voice.store import SessionError, StoreError, open_history
+    from voice.terminal import TerminalView
+
+    devices = DeviceChoice(_device(args.input_device), _device(args.output_device), args.device_rate)
+    try:  # the devices first: a missing microphone is said before a minute of loading
+        card = SoundCard(devices, engine_cfg.output_rate)
+    except AudioDeviceError as e:
+        return fail(str(e))
+    store = open_store(args)
+    history = None
+    session_id = None
+    if store is not None:
+        try:
+            session_id, history, _ = open_history(store, args.session, system_prompt=session_cfg.system_prompt)
+        except SessionError as e:
+            card.close()
+            return fail(f"{e} (python -m voice.history list shows the stored ones)")
+        except StoreError as e:
+            print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+    view = TerminalView()
+    print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    if history is not None and history.turns:
+        view.message(f"(resuming: {len(history.turns)} turns so far)")
+    local: LocalAudio | None = None
+
+    def on_event(event: dict[str, Any]) -> None:
+        if local is not None:
+            local.event(event)
+        view.event(event)
+
+    sinks: list[EventSink] = [on_event]
+    if args.log_json:
+        sinks.append(event_logger(session_id or "local"))
+    session = Session(engines, MonotonicClock(), session_cfg, fan_out(*sinks), history, reports_playback=True)
+    local = LocalAudio(session, card)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def meter() -> None:
+        while not stop.is_set():
+            view.level(local.level_db)
+            view.render()
+            await asyncio.sleep(0.1)
+
+    view.message("listening — speak; Ctrl+C to end")
+    code = 0
+    meter_task = asyncio.create_task(meter())
+    try:
+        await local.run(stop)
+    except AudioDeviceError as e:
+        view.close()
+        print(f"voice.run: {e}", file=sys.stderr)
+        code = 1
+    finally:
+        meter_task.cancel()
+        card.close()
+        await session.aclose()
+        await engines.aclose()
+        view.close()
+        if store is not None:
+            store.close()
+    if session_id is not None:
+        print(f"saved as {session_id} (python -m voice.history show {session_id[:8]})", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.verbose:
@@ -249,8 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.replay is None and not args.serve:
-        return fail("give --replay FILE or --serve (the microphone mode is not built yet)")
+    if args.list_devices:
+        from transport.sound import AudioDeviceError, list_devices
+
+        try:
+            print(list_devices())
+        except AudioDeviceError as e:
+            return fail(str(e))
+        return 0
     audio = None
     if args.replay is not None:
         try:
@@ -293,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.serve:
             return asyncio.run(run_serve(args, engine_cfg, session_cfg))
+        if audio is None:
+            return asyncio.run(run_local(args, engine_cfg, session_cfg))
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
     except KeyboardInterrupt:
         return 130

@@ -136,6 +136,7 @@ class Session:
         self._tts_idle.set()
         self.lockstep = lockstep
         self.reports_playback = reports_playback
+        self._far_given = False  # the transport passes the reference with each block
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -148,18 +149,24 @@ class Session:
 
     # -- the transport's side ----------------------------------------------
 
-    def push_audio(self, block: np.ndarray) -> None:
+    def push_audio(self, block: np.ndarray, far: np.ndarray | None = None) -> None:
         """Microphone audio: 16 kHz mono float32, contiguous with the previous block.
 
         The speaker's output pulled just before spans the same time (the
         transport lines them up), and is the echo canceller's reference.
+        ``far``: that reference, given by a transport that knows better (a
+        sound card's timestamps line the two up); the played audio then is not used.
         """
         raw = block
         if self._aec is not None:
-            far, self._far = self._far[: len(block)], self._far[len(block) :]
-            if self.reports_playback and len(far) < len(block):
-                # Played reports come in bursts, not per block: a gap is silence then.
-                far = np.pad(far, (0, len(block) - len(far)))
+            if far is not None:
+                self._far_given = True
+                far = np.pad(far[: len(block)], (0, max(0, len(block) - len(far))))
+            else:
+                far, self._far = self._far[: len(block)], self._far[len(block) :]
+                if self.reports_playback and len(far) < len(block):
+                    # Played reports come in bursts, not per block: a gap is silence then.
+                    far = np.pad(far, (0, len(block) - len(far)))
             self._pending_far = np.concatenate([self._pending_far, far])
             block = self._aec.process(block, far)
             raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
@@ -231,7 +238,7 @@ class Session:
         """The client played ``audio`` (taken with :meth:`take_audio` for ``response``)."""
         if not len(audio):
             return
-        if self._aec is not None:
+        if self._aec is not None and not self._far_given:
             self._far = np.concatenate([self._far, self._to_16k.resample_chunk(audio)])
         r = self.conversation.response
         if r is not None and r.id == response:  # a late report of a reply already cut counts for nothing
@@ -263,6 +270,8 @@ class Session:
             await self._idle.wait()
 
     async def aclose(self) -> None:
+        """End the conversation: a reply in flight is stored as far as it was played, and stopped."""
+        self._run(self.conversation.end(self.clock.now()))
         for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):
             task.cancel()
         for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):

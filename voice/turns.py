@@ -583,6 +583,15 @@ class Conversation:
             self._hold = _Hold(None, t, t, r.ledger.played)
         return self._barge_in(t, reason)
 
+    def end(self, t: float) -> list[Command]:
+        """The conversation ends (the client left, Ctrl+C): a reply in flight is kept as far as it was heard."""
+        r = self._response
+        if r is None:
+            return []
+        if self._hold is None:
+            self._hold = _Hold(None, t, t, r.ledger.played)
+        return self._barge_in(t, "closed")
+
     def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
         """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
 
@@ -613,6 +622,7 @@ class Conversation:
         out: list[Command] = [Emit("truncate", t, {"response": response, "audio_end_ms": audio_end_ms, "text": heard})]
         if heard:
             turn.text, turn.interrupted = heard, True
+            self.history.changed(turn)
         else:
             self.history.remove(turn)
             self._past[response] = (ledger, None)

@@ -186,8 +186,12 @@ async def test_a_client_that_vanishes_mid_reply(voice_server, engines):
                 break
         ws.transport.abort()  # gone: no close frame
     conn = await closed_session(voice_server, session)
-    # The user's turn (final) is kept; the reply never finished playing, so it is not stored as said.
-    assert [t.role for t in conn.history.turns] == ["user"]
+    # The user's turn (final) is kept; the reply only as far as it was played (interrupted), if at all.
+    roles = [t.role for t in conn.history.turns]
+    assert roles in (["user"], ["user", "assistant"])
+    if len(roles) == 2:
+        cut = conn.history.turns[1]
+        assert cut.interrupted and cut.generated_text.replace(" ", "").startswith(cut.text.replace(" ", "")[:-1])
     assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
 
 

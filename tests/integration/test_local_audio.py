@@ -1,0 +1,212 @@
+"""`python -m voice.run` at a desk, on real (virtual) audio devices: a PulseAudio server
+with a null sink as the speaker and a remap source as the microphone, started here.
+A recording is played into the microphone with paplay; the speaker is recorded from
+its monitor with parec; the events come from --log-json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.conftest import ROOT, recordings
+from voice.audio import load_audio
+from voice.store import ConversationStore
+
+pytestmark = [
+    pytest.mark.engines,
+    pytest.mark.skipif(shutil.which("pulseaudio") is None, reason="needs PulseAudio (scripts/setup installs it)"),
+]
+
+
+def _rec(name: str):
+    return next(r for r in recordings() if name in r.name)
+
+
+@pytest.fixture(scope="module")
+def pulse(tmp_path_factory):
+    """A private PulseAudio server: sink `spk` (the speaker), source `virtmic` (fed by sink `micfeed`)."""
+    d = tmp_path_factory.mktemp("pulse")
+    env = {**os.environ, "PULSE_SERVER": f"unix:{d}/native", "HOME": str(d), "XDG_RUNTIME_DIR": str(d)}
+    cmd = [
+        "pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--disallow-exit", "--log-target=stderr",
+        "-L", f"module-native-protocol-unix auth-anonymous=1 socket={d}/native",
+        "-L", "module-null-sink sink_name=spk rate=48000 channels=2",
+        "-L", "module-null-sink sink_name=micfeed rate=48000 channels=1",
+        "-L", "module-remap-source source_name=virtmic master=micfeed.monitor",
+    ]  # fmt: skip
+    log = open(d / "pulse.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode == 0:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"PulseAudio did not start: {(d / 'pulse.log').read_text()[-2000:]}")
+    for args in (["set-default-source", "virtmic"], ["set-default-sink", "spk"]):
+        subprocess.run(["pactl", *args], env=env, check=True)
+    yield env
+    proc.terminate()
+    proc.wait(10)
+    log.close()
+
+
+class Desk:
+    """voice.run in a subprocess, and a person at the microphone."""
+
+    def __init__(self, env: dict[str, str], tmp: Path) -> None:
+        self.env, self.tmp = env, tmp
+        self.db = tmp / "conversations.db"
+        self.err = open(tmp / "run.err", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "voice.run", "--db", str(self.db), "--log-json"],
+            cwd=ROOT, env=env, stdout=open(tmp / "run.out", "w"), stderr=self.err,  # noqa: SIM115
+        )  # fmt: skip
+        self.recorder: subprocess.Popen | None = None
+
+    def events(self) -> list[dict]:
+        out = []
+        for line in (self.tmp / "run.err").read_text().splitlines():
+            if line.startswith("{"):
+                record = json.loads(line)
+                if record.get("logger") == "voice.events":
+                    out.append(record)
+        return out
+
+    def wait_for(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.tmp / "run.err").read_text()[-3000:]
+            if predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"no {what} in {timeout} s: {[e['type'] for e in self.events()]}")
+
+    def say(self, audio: np.ndarray, name: str, wait: bool = True) -> subprocess.Popen:
+        path = self.tmp / f"{name}.wav"
+        sf.write(path, audio, 16000, subtype="PCM_16")
+        p = subprocess.Popen(["paplay", "--device=micfeed", str(path)], env=self.env)
+        if wait:
+            p.wait(60)
+        return p
+
+    def record_speaker(self) -> None:
+        self.recorder = subprocess.Popen(
+            ["parec", "--device=spk.monitor", "--rate=24000", "--channels=1", "--format=s16le",
+             "--file-format=wav", str(self.tmp / "speaker.wav")], env=self.env,
+        )  # fmt: skip
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(60)
+        if self.recorder is not None:
+            self.recorder.terminate()
+            self.recorder.wait(10)
+        self.err.close()
+        return code
+
+    def kill(self) -> None:
+        for p in (self.proc, self.recorder):
+            if p is not None and p.poll() is None:
+                p.kill()
+
+
+def _of(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
+    desk = Desk(pulse, tmp_path)
+    try:
+        desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+        desk.record_speaker()
+        desk.say(load_audio(_rec("aew_a0003").path), "question")
+        desk.wait_for(lambda: _of(desk.events(), "playback_start"), 60, "reply")
+        time.sleep(1.5)
+        desk.say(load_audio(_rec("LJ001-0005").path)[: 16000 * 3], "interruption")
+        desk.wait_for(lambda: _of(desk.events(), "barge_in"), 30, "barge-in")
+        desk.wait_for(lambda: len(_of(desk.events(), "turn_end")) >= 2, 90, "the answer to the interruption")
+        assert desk.stop() == 0
+    finally:
+        desk.kill()
+    events = desk.events()
+    (trunc,) = _of(events, "truncate")
+    assert trunc["audio_end_ms"] >= 1400  # the 1.5 s before the person spoke came out of the speaker
+    out = (tmp_path / "run.out").read_text()
+    assert "you:" in out and "assistant:" in out and "✂ cut" in out
+    # The conversation is stored: the cut reply as far as it was heard.
+    with ConversationStore.open(desk.db) as store:
+        (record,) = store.list_sessions()
+        turns = store.turns(record.id)
+    assert [t.role for t in turns][:3] == ["user", "assistant", "user"]
+    cut = turns[1]
+    assert cut.interrupted and cut.text == trunc["text"] and len(cut.text) < len(cut.generated_text)
+    # The speaker played the reply, and was silent soon after the interruption began.
+    speaker, _ = sf.read(tmp_path / "speaker.wav", dtype="float32")
+    assert float(np.sqrt(np.mean(speaker**2))) > 0.005
+
+
+def test_its_own_voice_through_the_room_does_not_interrupt_it(pulse, tmp_path):
+    # The speaker's sound comes back into the microphone at -12 dB, 40 ms later (a laptop on a desk).
+    loop = subprocess.run(
+        ["pactl", "load-module", "module-loopback", "source=spk.monitor", "sink=micfeed", "latency_msec=40"],
+        env=pulse, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    module = loop.stdout.strip()
+    try:
+        inputs = subprocess.run(["pactl", "list", "short", "sink-inputs"], env=pulse, capture_output=True, text=True)
+        for line in inputs.stdout.splitlines():
+            if line.split("\t")[1] == module:
+                # PulseAudio volumes are cubic: 63% is 0.25 in amplitude, -12 dB.
+                subprocess.run(["pactl", "set-sink-input-volume", line.split("\t")[0], "63%"], env=pulse, check=True)
+        desk = Desk(pulse, tmp_path)
+        try:
+            desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+            desk.say(load_audio(_rec("aew_a0003").path), "question")
+            desk.wait_for(lambda: _of(desk.events(), "turn_end"), 90, "the end of the reply")
+            assert desk.stop() == 0
+        finally:
+            desk.kill()
+    finally:
+        subprocess.run(["pactl", "unload-module", module], env=pulse)
+    events = desk.events()
+    (end,) = _of(events, "turn_end")
+    assert not end.get("interrupted") and not _of(events, "barge_in")
+    assert len(_of(events, "tts_chunk")) >= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "server", "needle"),
+    [
+        (["--output-device", "nosuch"], None, "no speaker matches that name"),
+        (["--input-device", "nosuch"], None, "no microphone matches that name"),
+        ([], "unix:/nonexistent/native", "no microphone found"),
+    ],
+    ids=["unknown-speaker", "unknown-microphone", "no-devices"],
+)
+def test_device_problems_are_one_line_that_says_what_to_do(pulse, tmp_path, args, server, needle):
+    env = {**pulse, **({"PULSE_SERVER": server} if server else {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "voice.run", "--db", str(tmp_path / "c.db"), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("voice.run:")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_list_devices_shows_the_virtual_ones(pulse):
+    proc = subprocess.run(
+        [sys.executable, "-m", "voice.run", "--list-devices"], cwd=ROOT, env=pulse, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "pulse" in proc.stdout

@@ -1,0 +1,86 @@
+"""The local conversation: a :class:`~transport.sound.SoundCard` driving a session.
+
+Every 10 ms, on the session's (real) clock: the microphone's audio goes into
+the session in 20 ms blocks; what the DAC has played is reported to the
+session (playback ledger, echo canceller's reference); reply audio tops up the
+device buffer. The session's pause, resume and stop reach the device buffer at
+once (frozen, unfrozen, flushed), so a barge-in silences the speaker within a
+device block. Same shape as a network client's connection
+(``transport/ws_server.py``), with the sound card as the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+
+from transport.playback import RemotePlayback
+from transport.sound import AudioDeviceError, SoundCard
+from voice.audio import ASR_RATE
+from voice.session import Session
+
+TICK_S = 0.01
+BLOCK = round(0.02 * ASR_RATE)
+
+
+class LocalAudio:
+    """Glue between one session and the sound card; feed :meth:`event` every session event."""
+
+    def __init__(self, session: Session, card: SoundCard) -> None:
+        self.session = session
+        self.card = card
+        # The device buffer is the jitter buffer; the ledger only needs the order.
+        self.playback = RemotePlayback(session.output_rate, lead_s=3600.0, acks=True)
+        self._mic = np.zeros(0, dtype=np.float32)
+        self._far = np.zeros(0, dtype=np.float32)
+        self.level_db: float | None = None
+
+    def event(self, e: dict[str, Any]) -> None:
+        kind = e["type"]
+        if kind == "playback_paused":
+            self.card.freeze(True)
+        elif kind == "playback_resumed":
+            self.card.freeze(False)
+        elif kind == "playback_stopped":
+            self.card.flush()
+            self.card.freeze(False)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until ``stop`` is set; raises AudioDeviceError if the device fails."""
+        session, card, playback = self.session, self.card, self.playback
+        card.start()
+        tick = 0
+        while not stop.is_set():
+            tick += 1
+            await session.clock.sleep_until(tick * TICK_S)
+            if card.failed:
+                if card.restarts >= 5:
+                    raise AudioDeviceError(card.failed)
+                # Once more: a stream stopped by an xrun opens again; a device unplugged does not.
+                card.restart()
+            mic, far = card.captured()
+            self._mic, self._far = np.concatenate([self._mic, mic]), np.concatenate([self._far, far])
+            while len(self._mic) >= BLOCK:
+                block, self._mic = self._mic[:BLOCK], self._mic[BLOCK:]
+                echo, self._far = self._far[:BLOCK], self._far[BLOCK:]
+                rms = float(np.sqrt(np.mean(block**2)))
+                self.level_db = 20 * np.log10(rms) if rms > 1e-6 else -120.0
+                session.push_audio(block, far=echo)
+            played, dropped = card.played()
+            # Resampling rounds: never report more than was sent, and once the
+            # device has played all it was given, that is all that was sent.
+            dropped = min(dropped, playback.sent - playback.played)
+            played = playback.sent - dropped if card.idle else min(played, playback.sent - dropped)
+            if played >= playback.played and dropped >= playback.dropped:
+                for audio, response in playback.report(played, dropped):
+                    session.audio_played(audio, response)
+            room = card.room()
+            if room > 0:
+                audio, response = session.take_audio(room)
+                if len(audio):
+                    playback.sent_audio(audio, response, session.clock.now())
+                    card.play(audio)
+                else:
+                    card.drain()

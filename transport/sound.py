@@ -1,0 +1,257 @@
+"""The sound card: microphone in, speaker out, full duplex (sounddevice).
+
+One PortAudio duplex stream, so capture and playback share a clock. Its
+callback (PortAudio's thread) only copies: each captured block goes to a
+queue, and each output block is taken from a small buffer of reply audio and
+stamped with the time its first sample reaches the DAC
+(``outputBufferDacTime``). The pipeline side (:class:`SoundCard`, on the event
+loop every 10 ms) feeds the captured audio to the session, tops up the output
+buffer a little ahead of the speaker (``lead``), and counts as played only
+what the DAC has reached by now, so a barge-in truncates the history to what
+came out of the speaker, not what was written to the device. The accounting
+of what was sent and played is the same as for a network client
+(:class:`transport.playback.RemotePlayback`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import soxr
+
+from voice.audio import ASR_RATE
+
+
+class AudioDeviceError(RuntimeError):
+    """A device problem a person can fix, said in one line."""
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    input: int | str | None = None  # None: the system default
+    output: int | str | None = None
+    rate: int | None = None  # None: the devices' default rate
+
+
+def list_devices() -> str:
+    import sounddevice as sd
+
+    try:
+        return str(sd.query_devices())
+    except sd.PortAudioError as e:
+        raise AudioDeviceError(f"cannot list audio devices: {e}") from e
+
+
+def _describe(e: Exception, role: str) -> str:
+    """A PortAudio error as one line that says what to do (``role``: "input" or "output")."""
+    noun = "microphone" if role == "input" else "speaker"
+    text = str(e)
+    low = text.lower()
+    if "busy" in low or "unavailable" in low or "-9985" in low:
+        return f"the {noun} is busy (another program holds it): close that program or pick another with --{role}-device"
+    if "sample rate" in low or "-9997" in low:
+        return f"the {noun} does not take that sample rate: leave --device-rate out to use its own"
+    if "matching" in low:
+        return f"no {noun} matches that name: pick one from --list-devices with --{role}-device"
+    if "device -1" in low or "no default" in low or "invalid device" in low or "-9996" in low:
+        return f"no {noun} found: plug one in, or pick one with --{role}-device (see --list-devices)"
+    return f"cannot open the {noun}: {text} (see --list-devices)"
+
+
+class SoundCard:
+    """A duplex stream and the buffers between it and the session.
+
+    ``block_s`` is the device block (small: latency), ``lead_s`` how much
+    reply audio may wait in the output buffer ahead of the DAC.
+    """
+
+    def __init__(
+        self,
+        devices: DeviceChoice,
+        output_rate: int,
+        block_s: float = 0.01,
+        lead_s: float = 0.06,
+        latency_s: float = 0.05,
+    ) -> None:
+        import sounddevice as sd
+
+        self._sd = sd
+        try:
+            in_info = sd.query_devices(devices.input, "input")
+        except (sd.PortAudioError, ValueError) as e:
+            raise AudioDeviceError(_describe(e, "input")) from e
+        try:
+            out_info = sd.query_devices(devices.output, "output")
+        except (sd.PortAudioError, ValueError) as e:
+            raise AudioDeviceError(_describe(e, "output")) from e
+        self.input_name, self.output_name = in_info["name"], out_info["name"]
+        self.rate = int(devices.rate or in_info["default_samplerate"])
+        self.output_rate = output_rate
+        self.block = max(1, round(block_s * self.rate))
+        self.lead = round(lead_s * self.rate)
+        self._to_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
+        self._to_device = soxr.ResampleStream(output_rate, self.rate, 1, dtype="float32")
+        self._lock = threading.Lock()
+        self._captured: deque[np.ndarray] = deque()
+        self._out = np.zeros(0, dtype=np.float32)  # reply audio at the device rate, not yet given to the device
+        self._frozen = False  # paused: the speaker plays silence, the buffer waits
+        self._schedule: deque[tuple[float, int]] = deque()  # (DAC time, reply samples) per output block
+        self._in_resampler = False  # play() gave it audio it may still hold back
+        self._written = 0  # reply samples handed to the device
+        self._played_device = 0  # ... and that reached the DAC by now
+        self.dropped_device = 0  # flushed unplayed (device samples)
+        self.xruns = 0
+        self._history = np.zeros(0, dtype=np.float32)  # what went to the speaker lately (device rate)
+        self._history_len = self.rate  # 1 s
+        self._history_end = 0.0  # DAC time just after its last sample
+        self._far_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
+        self.latency = (0.0, 0.0)
+        self.failed: str | None = None
+        self.restarts = 0
+        self._devices = devices
+        self._latency_s = latency_s
+        self._closed = False
+        self._stream = self._open()
+        self.latency = self._stream.latency  # (input, output) seconds, as the device reports them
+
+    def _open(self):
+        sd = self._sd
+        try:
+            return sd.Stream(
+                samplerate=self.rate,
+                blocksize=self.block,
+                device=(self._devices.input, self._devices.output),
+                channels=(1, 1),
+                dtype="float32",
+                # A few blocks of device buffer: on a loaded machine "low" underruns, and an
+                # underrun can stop an ALSA stream. The DAC timestamps account for it.
+                latency=self._latency_s,
+                callback=self._callback,
+                finished_callback=self._finished,
+            )
+        except (sd.PortAudioError, ValueError) as e:
+            raise AudioDeviceError(_describe(e, "input")) from e
+
+    def restart(self) -> None:
+        """Open the devices again after the stream stopped on its own (an ALSA xrun can do that)."""
+        self.restarts += 1
+        with contextlib.suppress(Exception):
+            self._stream.close()
+        self.flush()  # what was buffered is lost with the old stream
+        with self._lock:  # handed to the device before it stopped: taken as played
+            self._played_device += sum(n for _, n in self._schedule)
+            self._schedule.clear()
+        self.failed = None
+        self._stream = self._open()
+        self.start()
+
+    # -- PortAudio's thread ----------------------------------------------------
+
+    def _callback(self, indata, outdata, frames, time, status) -> None:
+        if status.input_overflow or status.output_underflow:
+            self.xruns += 1
+        dac, adc = time.outputBufferDacTime, time.inputBufferAdcTime
+        if not dac or not adc:  # a host API without timestamps: the reported latencies instead
+            dac, adc = time.currentTime + self.latency[1], time.currentTime - self.latency[0]
+        with self._lock:
+            n = 0 if self._frozen else min(frames, len(self._out))
+            outdata[:n, 0] = self._out[:n]
+            outdata[n:, 0] = 0.0
+            self._out = self._out[n:]
+            if n:
+                self._written += n
+                self._schedule.append((dac, n))
+        # The echo canceller's reference: what the speaker played while this input was
+        # captured, taken from the output's history by the two timestamps.
+        self._history = np.concatenate([self._history, outdata[:, 0]])[-self._history_len :]
+        self._history_end = dac + frames / self.rate
+        back = round((self._history_end - adc) * self.rate)
+        start = len(self._history) - back
+        far = np.zeros(frames, dtype=np.float32)
+        lo, hi = max(start, 0), min(start + frames, len(self._history))
+        if hi > lo:
+            far[lo - start : hi - start] = self._history[lo:hi]
+        self._captured.append((indata[:, 0].copy(), far))
+
+    def _finished(self) -> None:
+        if not self._closed and self.failed is None:
+            self.failed = "the audio device stopped (unplugged?)"
+
+    # -- the pipeline's side (event loop) ---------------------------------------
+
+    def start(self) -> None:
+        try:
+            self._stream.start()
+        except self._sd.PortAudioError as e:
+            raise AudioDeviceError(_describe(e, "input")) from e
+
+    def close(self) -> None:
+        self._closed = True
+        # abort, not stop: stop() waits for buffers that may never drain (a device gone).
+        self._stream.abort()
+        self._stream.close()
+
+    def captured(self) -> tuple[np.ndarray, np.ndarray]:
+        """Microphone audio since the last call, and what the speaker played over the same span (16 kHz)."""
+        mic, far = [], []
+        while self._captured:
+            m, f = self._captured.popleft()
+            mic.append(m)
+            far.append(f)
+        if not mic:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
+        return self._to_16k.resample_chunk(np.concatenate(mic)), self._far_16k.resample_chunk(np.concatenate(far))
+
+    def room(self) -> int:
+        """Reply samples (at the output rate) the buffer takes now without running more than ``lead`` ahead."""
+        with self._lock:
+            free = self.lead - len(self._out)
+        return max(0, round(free * self.output_rate / self.rate))
+
+    def play(self, audio: np.ndarray) -> None:
+        """Queue reply audio (at the output rate) for the speaker."""
+        audio = self._to_device.resample_chunk(audio)
+        self._in_resampler = True
+        with self._lock:
+            self._out = np.concatenate([self._out, audio])
+
+    def drain(self) -> None:
+        """No more reply audio for now: let out the last samples the resampler holds back."""
+        if not self._in_resampler:
+            return
+        tail = self._to_device.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        self._to_device = soxr.ResampleStream(self.output_rate, self.rate, 1, dtype="float32")
+        self._in_resampler = False
+        with self._lock:
+            self._out = np.concatenate([self._out, tail])
+
+    @property
+    def idle(self) -> bool:
+        """Everything given to :meth:`play` has reached the DAC (or was flushed)."""
+        with self._lock:
+            return not self._in_resampler and not len(self._out) and not self._schedule
+
+    def freeze(self, frozen: bool) -> None:
+        with self._lock:
+            self._frozen = frozen
+
+    def flush(self) -> None:
+        self._to_device = soxr.ResampleStream(self.output_rate, self.rate, 1, dtype="float32")
+        self._in_resampler = False
+        with self._lock:
+            self.dropped_device += len(self._out)
+            self._out = self._out[:0]
+
+    def played(self) -> tuple[int, int]:
+        """Reply samples (output rate) that reached the DAC by now, and those flushed, as totals."""
+        now = self._stream.time
+        with self._lock:
+            while self._schedule and self._schedule[0][0] <= now:
+                self._played_device += self._schedule.popleft()[1]
+            played, dropped = self._played_device, self.dropped_device
+        ratio = self.output_rate / self.rate
+        return round(played * ratio), round(dropped * ratio)
