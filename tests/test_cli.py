@@ -108,7 +108,10 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         port = s.getsockname()[1]
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port)], cwd=ROOT, stdout=log, stderr=log
+        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port), "--db", str(tmp_path / "c.db")],
+        cwd=ROOT,
+        stdout=log,
+        stderr=log,
     )
     try:
         deadline = time.monotonic() + 300

@@ -41,6 +41,7 @@ class ClientResult:
     session: str = ""
     close_code: int | None = None
     interrupted_at_s: float | None = None  # when the interruption started, on the input's timeline
+    history: list[dict[str, Any]] = field(default_factory=list)  # the conversation so far, when resumed
 
     def playback_start_s(self, threshold: float = 1e-4) -> float | None:
         """When the speaker first played reply audio, on the input's timeline."""
@@ -91,6 +92,7 @@ async def talk(
     quiet_s: float = 1.5,
     headers: dict[str, str] | None = None,
     interrupt: tuple[np.ndarray, float] | None = None,
+    resume: str | None = None,
 ) -> ClientResult:
     """Say ``audio`` (mono float32 at ``rate``) to the server at ``url`` and listen to the answer.
 
@@ -104,10 +106,15 @@ async def talk(
     speaker = Speaker()
     frame = round(FRAME_S * rate)
     async with connect(url, additional_headers=headers or {}, max_size=None, compression=None) as ws:
-        await ws.send(json.dumps({"type": "hello", "sample_rate": rate, "acks": acks}))
-        ready = json.loads(await ws.recv())
+        hello: dict[str, Any] = {"type": "hello", "sample_rate": rate, "acks": acks}
+        if resume is not None:
+            hello["session"] = resume
+        await ws.send(json.dumps(hello))
+        while (ready := json.loads(await ws.recv())).get("type") == "error":
+            result.events.append(ready)  # unknown_session etc.: said, and a new conversation started
         if ready.get("type") != "ready":
             raise RuntimeError(f"no 'ready': {ready}")
+        result.history = ready.get("history", [])
         result.session, result.output_rate = ready["session"], ready["output_sample_rate"]
         out_frame = round(FRAME_S * result.output_rate)
         state = {"open": 0, "speaking": False, "last_event": time.monotonic(), "reported": (0, 0)}
@@ -199,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--url", default="ws://127.0.0.1:8765/ws")
     p.add_argument("--token", help="the server's token, if it has one")
     p.add_argument("--out", type=Path, default=Path("out-client"))
+    p.add_argument("--session", help="go on with this stored conversation (the id 'ready' gave)")
     args = p.parse_args(argv)
     try:
         audio = load_audio(args.audio)
@@ -207,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     try:
-        result = asyncio.run(talk(args.url, audio, headers=headers))
+        result = asyncio.run(talk(args.url, audio, headers=headers, resume=args.session))
     except OSError as e:
         print(f"transport.client: cannot reach {args.url}: {e}", file=sys.stderr)
         return 1
@@ -216,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out / "events.jsonl", "w") as f:
         for e in result.events:
             f.write(json.dumps(e) + "\n")
+    for turn in result.history:
+        print(f"  (before) {turn['role']:>9}: {turn['text']}")
     for e in result.events:
         if e["type"] == "transcript_final" and e["text"]:
             print(f"[{e['t']:7.2f}] you:       {e['text']}")
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         elif e["type"] == "error":
             print(f"[{e.get('t', 0):7.2f}] error {e['code']}: {e['message']}")
     print(f"played {result.played / result.output_rate:.2f} s of reply; wrote {args.out}/reply.wav, events.jsonl")
+    print(f"session {result.session} (go on with --session {result.session})")
     return 0
 
 

@@ -44,6 +44,7 @@ class Configure:
     lead_s: float
     echo_cancel: bool = True
     instructions: str | None = None  # a system prompt (Realtime's session.update)
+    resume: str | None = None  # a stored conversation to go on with
 
 
 @dataclass(frozen=True)
@@ -195,17 +196,28 @@ class VoiceProtocol:
         lo, hi = round(self.limits.min_lead_s * 1000), round(self.limits.max_lead_s * 1000)
         if not isinstance(lead_ms, int | float) or isinstance(lead_ms, bool) or not lo <= lead_ms <= hi:
             return [send_json(error("invalid_message", f"'lead_ms' is a number from {lo} to {hi}"))]
-        self.configured = Configure(rate, acks, lead_ms / 1000, echo_cancel)
+        resume = m.get("session")
+        if resume is not None and (not isinstance(resume, str) or not 0 < len(resume) <= 64):
+            return [send_json(error("invalid_message", "'session' is the id of a stored conversation"))]
+        self.configured = Configure(rate, acks, lead_ms / 1000, echo_cancel, resume=resume)
+        return [self.configured]
+
+    def ready(self, session_id: str, history: list[dict[str, Any]]) -> list[Send]:
+        """The answer to ``hello`` once the session exists: its id and, when resumed, the conversation so far."""
+        self.session_id = session_id
+        c = self.configured
+        assert c is not None
         ready = {
             "type": "ready",
             "protocol": PROTOCOL_VERSION,
-            "session": self.session_id,
-            "sample_rate": rate,
+            "session": session_id,
+            "sample_rate": c.input_rate,
             "output_sample_rate": self.output_rate,
             "max_frame_bytes": self.limits.max_frame_bytes,
-            "lead_ms": lead_ms,
+            "lead_ms": round(c.lead_s * 1000),
+            "history": history,
         }
-        return [self.configured, send_json(ready)]
+        return [send_json(ready)]
 
     def _played(self, m: dict[str, Any]) -> list[Action]:
         if self.configured is None:

@@ -39,8 +39,11 @@ FORMAT = {"type": "audio/pcm", "rate": RATE}
 class RealtimeProtocol:
     """One ``/v1/realtime`` connection's state: ids of items and responses."""
 
-    def __init__(self, session_id: str, output_rate: int, limits: Limits | None = None) -> None:
+    def __init__(
+        self, session_id: str, output_rate: int, limits: Limits | None = None, resume: str | None = None
+    ) -> None:
         self.session_id = session_id
+        self.resume = resume  # ?session=ID in the URL: a stored conversation to go on with
         self.limits = limits or Limits()
         self.instructions: str | None = None
         self._events = 0

@@ -52,8 +52,10 @@ from transport.protocol import (
 from voice.audio import ASR_RATE
 from voice.clock import MonotonicClock
 from voice.engines import Engines
+from voice.history import History
 from voice.metrics import PipelineMetrics
 from voice.session import Session, SessionConfig
+from voice.store import ConversationStore, ForeignSession, StoreError, TurnRecorder, UnknownSession, open_history
 
 log = logging.getLogger("voice.server")
 
@@ -99,8 +101,11 @@ class VoiceServer:
         config: ServerConfig | None = None,
         metrics: PipelineMetrics | None = None,
         on_event: EventHook | None = None,
+        store: ConversationStore | None = None,
     ) -> None:
+        """``store``: where finalized turns are kept and resumed from (None: in memory only)."""
         self.engines = engines
+        self.store = store
         self.config = config or ServerConfig()
         self.config.check()
         self.metrics = metrics
@@ -190,13 +195,14 @@ class VoiceServer:
         if path == "/v1/realtime":
             from transport.realtime import RealtimeProtocol
 
-            dialect: Any = RealtimeProtocol(session_id, self.engines.output_rate, self.config.limits)
+            resume = parse_qs(urlsplit(ws.request.path).query).get("session", [None])[0] if ws.request else None
+            dialect: Any = RealtimeProtocol(session_id, self.engines.output_rate, self.config.limits, resume)
         else:
             dialect = VoiceProtocol(session_id, self.engines.output_rate, self.config.limits)
         conn = Connection(self, ws, session_id, dialect)
         self.connections[session_id] = conn
         if self.metrics is not None:
-            self.metrics.session_opened(session_id)
+            self.metrics.session_opened(conn)  # keyed by the connection: its id changes on resume
         try:
             await conn.run()
         except Exception:  # this session only: log it, close it, serve the others
@@ -204,12 +210,18 @@ class VoiceServer:
             with contextlib.suppress(Exception):
                 await ws.close(1011, "internal error")
         finally:
-            del self.connections[session_id]
-            self.closed[session_id] = conn
+            self.connections.pop(conn.id, None)
+            self.closed[conn.id] = conn
             while len(self.closed) > 32:
                 self.closed.pop(next(iter(self.closed)))
             if self.metrics is not None:
-                self.metrics.session_closed(session_id)
+                self.metrics.session_closed(conn)
+
+    def rekey(self, conn: Connection, session_id: str) -> None:
+        """The connection goes on with a stored conversation: it is known by that id from now on."""
+        self.connections.pop(conn.id, None)
+        conn.id = session_id
+        self.connections[session_id] = conn
 
 
 class Connection:
@@ -222,6 +234,8 @@ class Connection:
         self.dialect = dialect
         self.limits: Limits = server.config.limits
         self.session: Session | None = None
+        self.recorder: TurnRecorder | None = None  # persists the turns (None: in memory only)
+        self._store_warned = False
         self.playback: RemotePlayback | None = None
         self.clock = MonotonicClock()
         self.events: list[dict[str, Any]] = []  # every pipeline event of this session
@@ -294,6 +308,39 @@ class Connection:
             if isinstance(action, Send):
                 self._send(action.message)
 
+    def _open_history(self, cfg: Configure, system_prompt: str) -> History | None:
+        """The stored conversation to go on with, or a new stored one; None: in memory only.
+
+        A session id that is unknown, another token's, or open in another
+        connection gets an error and a new conversation; a failing store gets
+        an error and the conversation is kept in memory.
+        """
+        store = self.server.store
+        resume = cfg.resume
+        if store is None:
+            if resume is not None:
+                self._send_error(
+                    "unknown_session", "this server keeps no conversations (no --db): a new one is started"
+                )
+            return None
+        if resume is not None and resume in self.server.connections:
+            self._send_error("session_in_use", f"conversation {resume[:12]} is open in another connection")
+            resume = None
+        owner = self.server.config.token
+        try:
+            try:
+                session_id, history, self.recorder = open_history(store, resume, owner, system_prompt)
+            except (UnknownSession, ForeignSession) as e:
+                code = "unknown_session" if isinstance(e, UnknownSession) else "foreign_session"
+                self._send_error(code, f"no conversation {str(resume)[:12]} for this client: a new one is started")
+                session_id, history, self.recorder = open_history(store, None, owner, system_prompt)
+        except StoreError as e:
+            log.error("session %s: %s", self.id, e)
+            self._send_error("store_unavailable", "conversations cannot be saved now; this one is kept in memory")
+            return None
+        self.server.rekey(self, session_id)
+        return history
+
     def _configure(self, cfg: Configure) -> None:
         if self.session is not None:  # a later session.update: what may change mid-session
             if cfg.instructions is not None:
@@ -303,21 +350,27 @@ class Connection:
         session_cfg = dataclasses.replace(session_cfg, echo_cancel=session_cfg.echo_cancel and cfg.echo_cancel)
         if cfg.instructions is not None:
             session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
+        history = self._open_history(cfg, session_cfg.system_prompt)
         self.clock = MonotonicClock()
         self.session = Session(
-            self.server.engines, self.clock, session_cfg, on_event=self._on_event, reports_playback=True
+            self.server.engines, self.clock, session_cfg, self._on_event, history, reports_playback=True
         )
+        self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
         self.playback = RemotePlayback(self.session.output_rate, cfg.lead_s, cfg.acks)
         self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)
         self._tasks.append(asyncio.create_task(self._audio_loop(), name=f"audio-{self.id[:8]}"))
 
     def _on_event(self, event: dict[str, Any]) -> None:
         self.events.append(event)
+        recorder = self.recorder
+        if recorder is not None and recorder.error is not None and not self._store_warned:
+            self._store_warned = True  # once: the recorder retries, and says when it catches up in the log
+            self._send_error("store_unavailable", "the conversation is not being saved now; it goes on in memory")
         for sink in (self.server.on_event,):
             if sink is not None:
                 sink(self.id, event)
         if self.server.metrics is not None:
-            self.server.metrics.observe(event, self.id)
+            self.server.metrics.observe(event, self)
         self._apply_now(self.dialect.event(event))
 
     def _receive_audio(self, samples: np.ndarray) -> None:

@@ -169,8 +169,23 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
         sinks.append(metrics.sink("replay"))
     if args.log_json:
         sinks.append(event_logger("replay"))
+    history, session_id, store = None, None, None
+    if args.db is not None or args.session is not None:  # kept in the store (else only in out/)
+        from voice.store import SessionError, StoreError, open_history
+
+        store = open_store(args)
+        if store is not None:
+            try:
+                session_id, history, _ = open_history(
+                    store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
+                )
+            except SessionError as e:
+                await engines.aclose()
+                return fail(f"{e} (python -m voice.history list shows the stored ones)")
+            except StoreError as e:
+                print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
     clock = VirtualClock() if args.fast else MonotonicClock()
-    session = Session(engines, clock, session_cfg, on_event=fan_out(*sinks), lockstep=args.fast)
+    session = Session(engines, clock, session_cfg, fan_out(*sinks), history, lockstep=args.fast)
     try:
         echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
         result = await replay(session, audio, settle=args.fast, echo=echo)
@@ -178,6 +193,8 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
         await session.aclose()
         log.close()
         await engines.aclose()
+        if store is not None:
+            store.close()
     write_wav(args.out / "reply.wav", result.reply, engines.output_rate)
     transcript = session.history.to_json()
     (args.out / "transcript.json").write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
@@ -190,6 +207,8 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {cold:.1f} s, not included):")
     print(format_table(turns))
     print(f"\nwrote {args.out}/reply.wav, events.jsonl, transcript.json")
+    if session_id is not None:
+        print(f"saved as {session_id} (go on with --session {session_id[:8]}…; python -m voice.history show)")
     return 1 if session.errors else 0
 
 
@@ -224,7 +243,8 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         def hook(session_id: str, event: dict[str, Any]) -> None:
             event_logger(session_id)(event)
 
-    server = VoiceServer(engines, config, metrics, on_event=hook)
+    store = open_store(args)
+    server = VoiceServer(engines, config, metrics, on_event=hook, store=store)
     try:
         await server.start()
     except OSError as e:
@@ -243,6 +263,8 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         print("shutting down ...", file=sys.stderr, flush=True)
         await server.close()
         await engines.aclose()
+        if store is not None:
+            store.close()
     return 0
 
 
@@ -280,7 +302,9 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     session_id = None
     if store is not None:
         try:
-            session_id, history, _ = open_history(store, args.session, system_prompt=session_cfg.system_prompt)
+            session_id, history, _ = open_history(
+                store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
+            )
         except SessionError as e:
             card.close()
             return fail(f"{e} (python -m voice.history list shows the stored ones)")

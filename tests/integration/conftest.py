@@ -63,16 +63,19 @@ def replay_run():
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def voice_server(engines):
-    """The WebSocket server on a free loopback port, with the shared engines.
+async def voice_server(engines, tmp_path_factory):
+    """The WebSocket server on a free loopback port, with the shared engines and a store.
 
     ``.url`` is its http:// address (the page at /, our protocol at /ws, the
     Realtime dialect at /v1/realtime)."""
     from transport.ws_server import ServerConfig, VoiceServer
+    from voice.store import ConversationStore
 
-    server = VoiceServer(engines, ServerConfig(port=0))
+    store = ConversationStore.open(tmp_path_factory.mktemp("db") / "conversations.db")
+    server = VoiceServer(engines, ServerConfig(port=0), store=store)
     await server.start()
     server.url = f"http://127.0.0.1:{server.port}"
     server.ws_url = f"ws://127.0.0.1:{server.port}/ws"
     yield server
     await server.close()
+    store.close()

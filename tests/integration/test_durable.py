@@ -1,0 +1,166 @@
+"""Durable conversations: finalized turns survive a killed server and a vanished client,
+and a client that comes back with its session id goes on from there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.conftest import ROOT, recordings
+from transport.client import talk
+from transport.protocol import float_to_pcm16
+from transport.ws_server import ServerConfig, VoiceServer
+from voice.audio import load_audio
+from voice.scoring import word_error_rate
+from voice.store import ConversationStore, StoreFull
+
+pytestmark = pytest.mark.engines
+
+
+def _rec(name: str):
+    return next(r for r in recordings() if name in r.name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(port: int, db, log_path) -> subprocess.Popen:
+    log = open(log_path, "a")  # noqa: SIM115 - the process holds it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port), "--db", str(db)],
+        cwd=ROOT, stdout=log, stderr=log,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("the server did not come up")
+
+
+async def _say_until_reply_plays(url: str, audio: np.ndarray, played_s: float, then) -> str:
+    """Say ``audio``, play (and acknowledge) the reply as it comes; after ``played_s`` of it, call ``then()``."""
+    async with connect(url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 16000, "acks": True}))
+        session = json.loads(await ws.recv())["session"]
+        frames = [audio[i : i + 320] for i in range(0, len(audio), 320)]
+        received, t0, i = 0, time.monotonic(), 0
+        while received < played_s * 24000:
+            await ws.send(float_to_pcm16(frames[i] if i < len(frames) else np.zeros(320, np.float32)))
+            i += 1
+            while True:  # what came in meanwhile
+                try:
+                    message = await asyncio.wait_for(ws.recv(), max(0.0, t0 + i * 0.02 - time.monotonic()))
+                except TimeoutError:
+                    break
+                if isinstance(message, bytes):
+                    received += len(message) // 2
+                    await ws.send(json.dumps({"type": "played", "samples": received}))
+            assert i < 3000, "no reply in 60 s"
+        await then(ws)
+    return session
+
+
+async def test_a_killed_server_keeps_every_finalized_turn_and_the_conversation_goes_on(tmp_path):
+    db, port = tmp_path / "conversations.db", _free_port()
+    url = f"ws://127.0.0.1:{port}/ws"
+    server = _serve(port, db, tmp_path / "serve.log")
+    try:
+
+        async def kill(ws) -> None:
+            server.send_signal(signal.SIGKILL)  # mid-reply: no chance to write anything more
+            server.wait(10)
+
+        question = _rec("aew_a0003")
+        session = await _say_until_reply_plays(url, load_audio(question.path), 1.0, kill)
+        with ConversationStore.open(db) as store:
+            turns = store.turns(session)
+        # The user's turn was final (stored at the ASR final); the reply was in flight: not stored.
+        assert [t.role for t in turns] == ["user"]
+        assert word_error_rate(question.transcript, turns[0].text) <= 0.2
+
+        server = _serve(port, db, tmp_path / "serve.log")
+        result = await talk(url, load_audio(_rec("axb_a0004").path), resume=session)
+        assert result.session == session and [t["role"] for t in result.history] == ["user"]
+        assert result.history[0]["text"] == turns[0].text
+        assert result.of("turn_end") and not result.of("error")
+        with ConversationStore.open(db) as store:
+            after = store.turns(session)
+        assert [t.role for t in after] == ["user", "user", "assistant"]
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):
+    async def vanish(ws) -> None:
+        ws.transport.abort()  # gone mid-reply, without a close frame
+
+    session = await _say_until_reply_plays(voice_server.ws_url, load_audio(_rec("aew_a0003").path), 1.5, vanish)
+    for _ in range(200):
+        if session in voice_server.closed:
+            break
+        await asyncio.sleep(0.05)
+    turns = voice_server.store.turns(session)
+    assert [t.role for t in turns] == ["user", "assistant"]
+    heard = turns[1]
+    # Stored as far as the client said it played (1.5 s of a longer reply), never the unheard rest.
+    assert heard.interrupted and heard.text and len(heard.text) < len(heard.generated_text)
+    result = await talk(voice_server.ws_url, load_audio(_rec("axb_a0004").path), resume=session)
+    assert [t["text"] for t in result.history] == [t.text for t in turns]
+    assert result.history[1]["interrupted"] is True
+    assert result.of("turn_end")
+    assert [t.role for t in voice_server.store.turns(session)] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_an_unknown_session_is_said_and_a_new_one_started(voice_server):
+    result = await talk(voice_server.ws_url, load_audio(_rec("axb_a0004").path), resume="nosuchsession")
+    assert [e["code"] for e in result.of("error")] == ["unknown_session"]
+    assert result.session != "nosuchsession" and result.history == [] and result.of("turn_end")
+
+
+async def test_a_full_disk_is_said_and_the_conversation_goes_on_in_memory(engines, tmp_path):
+    store = ConversationStore.open(tmp_path / "c.db")
+    server = VoiceServer(engines, ServerConfig(port=0), store=store)
+    await server.start()
+    try:
+        # SQLite's own "database or disk is full", as on a full disk: no page can be added,
+        # and the last one is filled up.
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(StoreFull):
+            for i in range(10000):
+                store.create_session(f"filler-{i:05d}-" + "x" * 40)
+        result = await talk(f"ws://127.0.0.1:{server.port}/ws", load_audio(_rec("axb_a0004").path))
+        codes = [e["code"] for e in result.of("error")]
+        assert codes == ["store_unavailable"], codes
+        assert result.of("turn_end") and result.of("transcript_final")
+        for _ in range(200):
+            if result.session in server.closed:
+                break
+            await asyncio.sleep(0.05)
+        conn = server.closed[result.session]
+        assert [t.role for t in conn.history.turns] == ["user", "assistant"]  # kept in memory
+    finally:
+        await server.close()
+        store.close()
