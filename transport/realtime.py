@@ -86,10 +86,23 @@ class RealtimeProtocol:
     # -- client -> server ----------------------------------------------------
 
     def start(self) -> list[Action]:
-        return [
-            Configure(RATE, acks=False, lead_s=self.limits.lead_s),
-            self._event("session.created", session=self._session()),
-        ]
+        return [Configure(RATE, acks=False, lead_s=self.limits.lead_s, resume=self.resume)]
+
+    def ready(self, session_id: str, history: list[dict[str, Any]]) -> list[Send]:
+        """``session.created``, then the stored conversation's items when it is resumed."""
+        self.session_id = session_id
+        out = [self._event("session.created", session=self._session())]
+        previous = None
+        for i, turn in enumerate(history):
+            item_id = f"item_h{i + 1}_{session_id[:8]}"
+            kind = "input_audio" if turn["role"] == "user" else "output_audio"
+            item = {"id": item_id, "object": "realtime.item", "type": "message", "role": turn["role"],
+                    "status": "incomplete" if turn.get("interrupted") else "completed",
+                    "content": [{"type": kind, "transcript": turn["text"]}]}  # fmt: skip
+            out.append(self._event("conversation.item.done", previous_item_id=previous, item=item))
+            previous = item_id
+        self._last_item = previous
+        return out
 
     def receive_binary(self, data: bytes) -> list[Action]:
         return self.error("invalid_request", "the Realtime API sends JSON text frames, not binary ones")

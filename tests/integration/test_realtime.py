@@ -144,3 +144,15 @@ async def test_barge_in_with_the_openai_sdk_truncates_to_what_it_played(voice_se
     assistant = [t for t in history if t["role"] == "assistant"]
     assert assistant[0]["interrupted"] and assistant[0]["text"] == heard
     assert len([t for t in history if t["role"] == "user"]) == 2
+
+
+async def test_the_sdk_resumes_a_stored_conversation(voice_server):
+    run = await realtime_talk(voice_server.port, load_audio(_rec("axb_a0004").path, RATE))
+    session = run.of("session.created")[0].session.id.removeprefix("sess_")
+    stored = await _history(voice_server, session)
+    client = AsyncOpenAI(api_key="unused", websocket_base_url=f"ws://127.0.0.1:{voice_server.port}/v1")
+    async with client.realtime.connect(model="voice-pipeline", extra_query={"session": session}) as conn:
+        created = await conn.recv()
+        items = [await conn.recv() for _ in stored]
+    assert created.type == "session.created" and created.session.id == f"sess_{session}"
+    assert [(i.item.role, i.item.content[0].transcript) for i in items] == [(t["role"], t["text"]) for t in stored]
