@@ -112,6 +112,7 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         cwd=ROOT,
         stdout=log,
         stderr=log,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 300
@@ -137,5 +138,5 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         assert proc.wait(60) == 0
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
         log.close()

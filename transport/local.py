@@ -55,11 +55,14 @@ class LocalAudio:
         while not stop.is_set():
             tick += 1
             await session.clock.sleep_until(tick * TICK_S)
-            if card.failed:
+            if card.failed or card.stalled(2.0):
+                reason = card.failed or "the audio device stopped responding"
                 if card.restarts >= 5:
-                    raise AudioDeviceError(card.failed)
-                # Once more: a stream stopped by an xrun opens again; a device unplugged does not.
-                card.restart()
+                    raise AudioDeviceError(f"{reason}, again and again: giving up")
+                try:  # a stream stopped by an xrun opens again; a device unplugged does not
+                    card.restart()
+                except AudioDeviceError as e:
+                    raise AudioDeviceError(f"{reason}, and it could not be opened again ({e})") from e
             mic, far = card.captured()
             self._mic, self._far = np.concatenate([self._mic, mic]), np.concatenate([self._far, far])
             while len(self._mic) >= BLOCK:

@@ -19,6 +19,7 @@ import contextlib
 import threading
 from collections import deque
 from dataclasses import dataclass
+from time import monotonic
 
 import numpy as np
 import soxr
@@ -112,6 +113,7 @@ class SoundCard:
         self.latency = (0.0, 0.0)
         self.failed: str | None = None
         self.restarts = 0
+        self._last_callback = monotonic()
         self._devices = devices
         self._latency_s = latency_s
         self._closed = False
@@ -152,6 +154,7 @@ class SoundCard:
     # -- PortAudio's thread ----------------------------------------------------
 
     def _callback(self, indata, outdata, frames, time, status) -> None:
+        self._last_callback = monotonic()
         if status.input_overflow or status.output_underflow:
             self.xruns += 1
         dac, adc = time.outputBufferDacTime, time.inputBufferAdcTime
@@ -183,7 +186,12 @@ class SoundCard:
 
     # -- the pipeline's side (event loop) ---------------------------------------
 
+    def stalled(self, seconds: float) -> bool:
+        """No callback for ``seconds``: the device stopped without saying so (its server went away)."""
+        return monotonic() - self._last_callback > seconds
+
     def start(self) -> None:
+        self._last_callback = monotonic()
         try:
             self._stream.start()
         except self._sd.PortAudioError as e:
@@ -191,9 +199,12 @@ class SoundCard:
 
     def close(self) -> None:
         self._closed = True
-        # abort, not stop: stop() waits for buffers that may never drain (a device gone).
-        self._stream.abort()
-        self._stream.close()
+        # abort, not stop: stop() waits for buffers that may never drain (a device gone);
+        # and a stream whose device is gone may fail to close: there is nothing left to do.
+        with contextlib.suppress(Exception):
+            self._stream.abort()
+        with contextlib.suppress(Exception):
+            self._stream.close()
 
     def captured(self) -> tuple[np.ndarray, np.ndarray]:
         """Microphone audio since the last call, and what the speaker played over the same span (16 kHz)."""

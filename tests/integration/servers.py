@@ -50,7 +50,8 @@ def launch_vllm_server(
         "--max-model-len", "2048", "--enforce-eager",
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    # Its own process group: a kill takes vLLM's engine processes with it (they outlive a killed parent).
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     log.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
@@ -61,7 +62,7 @@ def launch_vllm_server(
             if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
                 return url, proc
         time.sleep(1)
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)
     raise RuntimeError(f"vLLM server did not come up in {timeout_s:.0f} s")
 
 
@@ -70,7 +71,7 @@ def stop_server(proc: subprocess.Popen) -> None:
     try:
         proc.wait(30)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def metric(url: str, name: str) -> float:

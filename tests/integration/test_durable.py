@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -40,7 +41,7 @@ def _serve(port: int, db, log_path) -> subprocess.Popen:
     log = open(log_path, "a")  # noqa: SIM115 - the process holds it
     proc = subprocess.Popen(
         [sys.executable, "-m", "voice.run", "--serve", "--port", str(port), "--db", str(db)],
-        cwd=ROOT, stdout=log, stderr=log,
+        cwd=ROOT, stdout=log, stderr=log, start_new_session=True,  # its own group: killed whole, engines too
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -84,7 +85,9 @@ async def test_a_killed_server_keeps_every_finalized_turn_and_the_conversation_g
     try:
 
         async def kill(ws) -> None:
-            server.send_signal(signal.SIGKILL)  # mid-reply: no chance to write anything more
+            # Mid-reply, the whole server at once (its engine processes too, as an OOM kill or a
+            # container stop does): no chance to write anything more.
+            os.killpg(server.pid, signal.SIGKILL)
             server.wait(10)
 
         question = _rec("aew_a0003")
@@ -109,7 +112,7 @@ async def test_a_killed_server_keeps_every_finalized_turn_and_the_conversation_g
             try:
                 server.wait(60)
             except subprocess.TimeoutExpired:
-                server.kill()
+                os.killpg(server.pid, signal.SIGKILL)
 
 
 async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):

@@ -77,7 +77,8 @@ def vllm_server(tmp_path_factory):
         "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
         "--max-model-len", "2048", "--enforce-eager", "--enable-prefix-caching",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    # Its own process group: a kill takes vLLM's engine processes with it (they outlive a killed parent).
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -90,14 +91,14 @@ def vllm_server(tmp_path_factory):
             pass
         time.sleep(1)
     else:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("vLLM server did not come up in 300 s")
     yield url, proc
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(30)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
     log.close()
 
 
@@ -150,7 +151,7 @@ async def test_a_server_that_dies_mid_stream_is_a_clean_error(vllm_server, http_
         async for d in http_llm.stream(QUESTION):
             got.append(d)
             if len(got) == 2:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
     assert len(got) >= 2
     with pytest.raises(LLMError):  # and the next request fails fast, with the same error type
         async for _ in http_llm.stream(QUESTION):

@@ -71,6 +71,7 @@ class Desk:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "voice.run", "--db", str(self.db), "--log-json"],
             cwd=ROOT, env=env, stdout=open(tmp / "run.out", "w"), stderr=self.err,  # noqa: SIM115
+            start_new_session=True,  # killed as a group on failure: vLLM's engine process too
         )  # fmt: skip
         self.recorder: subprocess.Popen | None = None
 
@@ -116,9 +117,10 @@ class Desk:
         return code
 
     def kill(self) -> None:
-        for p in (self.proc, self.recorder):
-            if p is not None and p.poll() is None:
-                p.kill()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.recorder is not None and self.recorder.poll() is None:
+            self.recorder.kill()
 
 
 def _of(events, kind):
