@@ -6,20 +6,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 
-import httpx
 import pytest
 import pytest_asyncio
 
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
-from tests.conftest import ROOT, recordings
+from tests.conftest import recordings
+from tests.integration.servers import launch_vllm_server, metric, stop_server
 from voice.models import llm_model_path
 from voice.scoring import word_error_rate
 
@@ -52,54 +48,15 @@ async def test_embedded_engine_uses_the_chat_template_and_history(engines):
     assert "<|im_start|>system\nS<|im_end|>" in prompt and prompt.endswith("<|im_start|>assistant\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """A real vLLM OpenAI-compatible server, started once for this module."""
-    port = _free_port()
-    cache = tmp_path_factory.mktemp("vllm-server")
-    env = {
-        **os.environ,
-        "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CACHE_ROOT": str(cache / "cache"),
-        "VLLM_RPC_BASE_PATH": str(cache),
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = open(cache / "server.log", "w")  # noqa: SIM115 - closed below
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(llm_model_path("smollm2-135m")),
-        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-        "--max-model-len", "2048", "--enforce-eager", "--enable-prefix-caching",
-    ]  # fmt: skip
-    # Its own process group: a kill takes vLLM's engine processes with it (they outlive a killed parent).
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"vLLM server exited: {(cache / 'server.log').read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("vLLM server did not come up in 300 s")
-    yield url, proc
-    proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+        url, proc = launch_vllm_server(llm_model_path("smollm2-135m"), tmp_path_factory.mktemp("vllm-server"))
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield url, proc
+    stop_server(proc)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -107,12 +64,6 @@ async def http_llm(vllm_server):
     client = OpenAIChatClient(vllm_server[0])
     yield client
     await client.close()
-
-
-def _metric(url: str, name: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=5, trust_env=False).text
-    values = [float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)]
-    return sum(values)
 
 
 async def test_replay_through_the_server(engines, replay_run, http_llm):
@@ -135,12 +86,12 @@ async def test_closing_the_stream_frees_the_request_on_the_server(vllm_server, h
             break
     await stream.aclose()
     deadline = time.monotonic() + 5
-    while _metric(url, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+    while metric(url, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert _metric(url, "vllm:num_requests_running") == 0
-    tokens = _metric(url, "vllm:generation_tokens_total")
+    assert metric(url, "vllm:num_requests_running") == 0
+    tokens = metric(url, "vllm:generation_tokens_total")
     await asyncio.sleep(0.5)
-    assert _metric(url, "vllm:generation_tokens_total") == tokens  # no token generated after the close
+    assert metric(url, "vllm:generation_tokens_total") == tokens  # no token generated after the close
 
 
 async def test_a_server_that_dies_mid_stream_is_a_clean_error(vllm_server, http_llm):
