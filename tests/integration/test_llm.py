@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import os
 import signal
-import time
 
 import pytest
 import pytest_asyncio
@@ -15,7 +14,7 @@ import pytest_asyncio
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
 from tests.conftest import recordings
-from tests.integration.servers import launch_vllm_server, metric, stop_server
+from tests.integration.servers import launch_vllm_server, metric, no_request_running, read_then_close, stop_server
 from voice.models import llm_model_path
 from voice.scoring import word_error_rate
 
@@ -78,17 +77,8 @@ async def test_replay_through_the_server(engines, replay_run, http_llm):
 
 async def test_closing_the_stream_frees_the_request_on_the_server(vllm_server, http_llm):
     url, _ = vllm_server
-    stream = http_llm.stream(QUESTION)
-    n = 0
-    async for _ in stream:
-        n += 1
-        if n == 3:
-            break
-    await stream.aclose()
-    deadline = time.monotonic() + 5
-    while metric(url, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert metric(url, "vllm:num_requests_running") == 0
+    await read_then_close(http_llm.stream(QUESTION), 3)
+    assert await no_request_running(url)
     tokens = metric(url, "vllm:generation_tokens_total")
     await asyncio.sleep(0.5)
     assert metric(url, "vllm:generation_tokens_total") == tokens  # no token generated after the close

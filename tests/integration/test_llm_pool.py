@@ -12,7 +12,15 @@ import pytest_asyncio
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
 from llm.pool import LLMPool
-from tests.integration.servers import TCPProxy, free_port, launch_vllm_server, metric, stop_server
+from tests.integration.servers import (
+    TCPProxy,
+    free_port,
+    launch_vllm_server,
+    metric,
+    no_request_running,
+    read_then_close,
+    stop_server,
+)
 from voice.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
@@ -86,13 +94,6 @@ async def make_proxy(vllm_server):
 
 def refused_url() -> str:
     return f"http://127.0.0.1:{free_port()}"  # nothing listens there
-
-
-async def no_request_running(url: str) -> bool:
-    deadline = time.monotonic() + 5
-    while metric(url, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    return metric(url, "vllm:num_requests_running") == 0
 
 
 def column(pool: LLMPool, key: str) -> list:
@@ -216,13 +217,7 @@ async def test_a_request_error_is_not_retried_elsewhere(vllm_server, make_pool, 
 async def test_closing_or_cancelling_a_reply_frees_it_everywhere(vllm_server, make_pool, make_proxy):
     proxy = await make_proxy()
     pool = make_pool([vllm_server, proxy.url])
-    stream = pool.stream(QUESTION)
-    n = 0
-    async for _ in stream:
-        n += 1
-        if n == 3:
-            break
-    await stream.aclose()
+    await read_then_close(pool.stream(QUESTION), 3)
     assert column(pool, "in_flight") == [0, 0]
     assert await no_request_running(vllm_server)
 
