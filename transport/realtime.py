@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from transport.protocol import (
     float_to_pcm16,
     parse_json_object,
     pcm16_to_float,
+    send_json,
 )
 
 RATE = 24000  # the Realtime API's audio/pcm
@@ -59,7 +59,7 @@ class RealtimeProtocol:
     def _event(self, kind: str, **fields: Any) -> Send:
         self._events += 1
         body = {"type": kind, "event_id": f"event_{self._events}", **fields}
-        return Send(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+        return send_json(body)
 
     def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
         kind = "server_error" if code in ("pipeline", "internal") else "invalid_request_error"
