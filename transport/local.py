@@ -58,11 +58,16 @@ class LocalAudio:
             if card.failed or card.stalled(2.0):
                 reason = card.failed or "the audio device stopped responding"
                 if card.restarts >= 5:
-                    raise AudioDeviceError(f"{reason}, again and again: giving up")
+                    raise AudioDeviceError(
+                        f"{reason}, {card.restarts} times: giving up (a loaded machine, or a failing device?)"
+                    )
                 try:  # a stream stopped by an xrun opens again; a device unplugged does not
-                    card.restart()
+                    await asyncio.to_thread(card.restart)  # bounded, but seconds: not on the loop
                 except AudioDeviceError as e:
-                    raise AudioDeviceError(f"{reason}, and it could not be opened again ({e})") from e
+                    raise AudioDeviceError(
+                        f"{reason} and could not be opened again ({e}): check that it is plugged in and"
+                        " its sound server is running (--list-devices shows what is there), then run again"
+                    ) from e
             mic, far = card.captured()
             self._mic, self._far = np.concatenate([self._mic, mic]), np.concatenate([self._far, far])
             while len(self._mic) >= BLOCK:

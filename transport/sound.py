@@ -15,6 +15,7 @@ of what was sent and played is the same as for a network client
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 from collections import deque
@@ -113,7 +114,9 @@ class SoundCard:
         self.latency = (0.0, 0.0)
         self.failed: str | None = None
         self.restarts = 0
+        self.wedged = False  # a call into the stream never returned: leave it alone from now on
         self._last_callback = monotonic()
+        self._stream_clock = (0.0, monotonic())  # (stream time, monotonic) at the last callback
         self._devices = devices
         self._latency_s = latency_s
         self._closed = False
@@ -139,22 +142,78 @@ class SoundCard:
             raise AudioDeviceError(_describe(e, "input")) from e
 
     def restart(self) -> None:
-        """Open the devices again after the stream stopped on its own (an ALSA xrun can do that)."""
+        """Open the devices again after the stream stopped on its own (an ALSA xrun can do that).
+
+        Blocks for at most a few seconds (call it off the event loop); raises
+        :class:`AudioDeviceError` if the old stream cannot be let go or the new one opened.
+        """
         self.restarts += 1
-        with contextlib.suppress(Exception):
-            self._stream.close()
+        self._release()
+        if self.wedged:
+            raise AudioDeviceError("the old stream would not close")
         self.flush()  # what was buffered is lost with the old stream
         with self._lock:  # handed to the device before it stopped: taken as played
             self._played_device += sum(n for _, n in self._schedule)
             self._schedule.clear()
         self.failed = None
-        self._stream = self._open()
-        self.start()
+        error: list[Exception] = []
+
+        def reopen() -> None:
+            try:
+                self._stream = self._open()
+                self.start()
+            except Exception as e:  # said below, in one line
+                error.append(e)
+
+        if not self._bounded(reopen, 3.0):
+            self.wedged = True
+            raise AudioDeviceError("opening it again did not return")
+        if error:
+            raise error[0] if isinstance(error[0], AudioDeviceError) else AudioDeviceError(str(error[0]))
+
+    def _bounded(self, call, timeout: float) -> bool:
+        """Run ``call`` in a thread of its own; False if it has not returned after ``timeout`` seconds.
+
+        A device that vanished can leave PortAudio's stream waiting forever on a lock
+        inside the sound server's client library (seen with ALSA's PulseAudio plugin
+        when the server dies): such a call must not take the event loop, or the exit, with it.
+        """
+        thread = threading.Thread(target=call, name="sound-card", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            self._wedge()
+            return False
+        return True
+
+    def _wedge(self) -> None:
+        self.wedged = True
+        # sounddevice's exit handler terminates PortAudio, which closes this stream: it would wait forever too.
+        atexit.unregister(self._sd._exit_handler)
+        # The stuck threads keep this object alive to the end: let its resamplers go now, or
+        # their bindings print "leaked instances" at exit under the one-line message.
+        self._to_16k = self._to_device = self._far_16k = None  # type: ignore[assignment]
+
+    def _release(self) -> None:
+        """Abort and close the stream, giving up on it if that does not return within 2 s."""
+        if self.wedged:
+            return
+
+        def release() -> None:
+            # abort, not stop: stop() waits for buffers that may never drain (a device gone);
+            # and a stream whose device is gone may fail to close: there is nothing left to do.
+            with contextlib.suppress(Exception):
+                self._stream.abort()
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+        self._bounded(release, 2.0)
 
     # -- PortAudio's thread ----------------------------------------------------
 
     def _callback(self, indata, outdata, frames, time, status) -> None:
         self._last_callback = monotonic()
+        self._stream_clock = (time.currentTime, self._last_callback)
         if status.input_overflow or status.output_underflow:
             self.xruns += 1
         dac, adc = time.outputBufferDacTime, time.inputBufferAdcTime
@@ -182,7 +241,7 @@ class SoundCard:
 
     def _finished(self) -> None:
         if not self._closed and self.failed is None:
-            self.failed = "the audio device stopped (unplugged?)"
+            self.failed = "the audio device stopped"
 
     # -- the pipeline's side (event loop) ---------------------------------------
 
@@ -198,13 +257,9 @@ class SoundCard:
             raise AudioDeviceError(_describe(e, "input")) from e
 
     def close(self) -> None:
+        """Stop and close the stream (bounded: a stream that hangs is given up on)."""
         self._closed = True
-        # abort, not stop: stop() waits for buffers that may never drain (a device gone);
-        # and a stream whose device is gone may fail to close: there is nothing left to do.
-        with contextlib.suppress(Exception):
-            self._stream.abort()
-        with contextlib.suppress(Exception):
-            self._stream.close()
+        self._release()
 
     def captured(self) -> tuple[np.ndarray, np.ndarray]:
         """Microphone audio since the last call, and what the speaker played over the same span (16 kHz)."""
@@ -251,6 +306,8 @@ class SoundCard:
             self._frozen = frozen
 
     def flush(self) -> None:
+        if self.wedged:  # the device is gone, and its resamplers with it (see _wedge)
+            return
         self._to_device = soxr.ResampleStream(self.output_rate, self.rate, 1, dtype="float32")
         self._in_resampler = False
         with self._lock:
@@ -259,7 +316,10 @@ class SoundCard:
 
     def played(self) -> tuple[int, int]:
         """Reply samples (output rate) that reached the DAC by now, and those flushed, as totals."""
-        now = self._stream.time
+        # The stream's clock, extrapolated from the last callback: asking PortAudio
+        # (Pa_GetStreamTime) from here can block forever once the device is gone.
+        stream_time, at = self._stream_clock
+        now = stream_time + (monotonic() - at)
         with self._lock:
             while self._schedule and self._schedule[0][0] <= now:
                 self._played_device += self._schedule.popleft()[1]

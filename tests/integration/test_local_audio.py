@@ -32,10 +32,8 @@ def _rec(name: str):
     return next(r for r in recordings() if name in r.name)
 
 
-@pytest.fixture(scope="module")
-def pulse(tmp_path_factory):
-    """A private PulseAudio server: sink `spk` (the speaker), source `virtmic` (fed by sink `micfeed`)."""
-    d = tmp_path_factory.mktemp("pulse")
+def start_pulse(d: Path) -> tuple[subprocess.Popen, dict[str, str]]:
+    """A private PulseAudio server in ``d``: sink `spk` (the speaker), source `virtmic` (fed by sink `micfeed`)."""
     env = {**os.environ, "PULSE_SERVER": f"unix:{d}/native", "HOME": str(d), "XDG_RUNTIME_DIR": str(d)}
     cmd = [
         "pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--disallow-exit", "--log-target=stderr",
@@ -44,8 +42,8 @@ def pulse(tmp_path_factory):
         "-L", "module-null-sink sink_name=micfeed rate=48000 channels=1",
         "-L", "module-remap-source source_name=virtmic master=micfeed.monitor",
     ]  # fmt: skip
-    log = open(d / "pulse.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(d / "pulse.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(100):
         if subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode == 0:
             break
@@ -55,10 +53,15 @@ def pulse(tmp_path_factory):
         pytest.fail(f"PulseAudio did not start: {(d / 'pulse.log').read_text()[-2000:]}")
     for args in (["set-default-source", "virtmic"], ["set-default-sink", "spk"]):
         subprocess.run(["pactl", *args], env=env, check=True)
+    return proc, env
+
+
+@pytest.fixture(scope="module")
+def pulse(tmp_path_factory):
+    proc, env = start_pulse(tmp_path_factory.mktemp("pulse"))
     yield env
     proc.terminate()
     proc.wait(10)
-    log.close()
 
 
 class Desk:
@@ -205,6 +208,35 @@ def test_device_problems_are_one_line_that_says_what_to_do(pulse, tmp_path, args
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("voice.run:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_a_device_that_disappears_mid_conversation_is_one_line_and_the_turns_are_kept(tmp_path):
+    # Its own sound server, killed mid-conversation: every device goes at once (a USB headset pulled out).
+    d = tmp_path / "pulse"
+    d.mkdir()
+    server, env = start_pulse(d)
+    desk = Desk(env, tmp_path)
+    try:
+        desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+        desk.say(load_audio(_rec("aew_a0003").path), "question")
+        desk.wait_for(lambda: _of(desk.events(), "asr_final"), 60, "the transcript")
+        server.kill()
+        server.wait(10)
+        code = desk.proc.wait(60)
+        desk.err.close()
+    finally:
+        desk.kill()
+        if server.poll() is None:
+            server.kill()
+    err = (tmp_path / "run.err").read_text()
+    lines = [ln for ln in err.splitlines() if ln.startswith("voice.run:")]
+    assert code == 1 and "Traceback" not in err and "leaked" not in err, err[-3000:]
+    assert len(lines) == 1 and "audio device" in lines[0], err[-3000:]
+    # What the person said before the device went is kept.
+    with ConversationStore.open(desk.db) as store:
+        (record,) = store.list_sessions()
+        turns = store.turns(record.id)
+    assert turns and turns[0].role == "user" and turns[0].text
 
 
 def test_list_devices_shows_the_virtual_ones(pulse):
