@@ -1,15 +1,21 @@
-"""The sound card: microphone in, speaker out, full duplex (sounddevice).
+"""The sound card: microphone in, speaker out, both at once (sounddevice).
 
-One PortAudio duplex stream, so capture and playback share a clock. Its
-callback (PortAudio's thread) only copies: each captured block goes to a
-queue, and each output block is taken from a small buffer of reply audio and
+Two PortAudio streams, one per direction, at one rate. (A single duplex
+stream was the first version: through ALSA's PulseAudio plugin its capture
+arrived 1.9 s late in most runs, measured here; one stream per direction
+captures within 20 ms.) The two streams' timestamps are on PortAudio's one
+clock, which is what lines them up. Their callbacks (PortAudio's threads)
+only copy: each output block is taken from a small buffer of reply audio and
 stamped with the time its first sample reaches the DAC
-(``outputBufferDacTime``). The pipeline side (:class:`SoundCard`, on the event
-loop every 10 ms) feeds the captured audio to the session, tops up the output
-buffer a little ahead of the speaker (``lead``), and counts as played only
-what the DAC has reached by now, so a barge-in truncates the history to what
-came out of the speaker, not what was written to the device. The accounting
-of what was sent and played is the same as for a network client
+(``outputBufferDacTime``); each captured block is queued with what the
+speaker played while it was captured, taken from the output's recent history
+by the block's ``inputBufferAdcTime`` (the echo canceller's reference). The
+pipeline side (:class:`SoundCard`, on the event loop every 10 ms) feeds the
+captured audio to the session, tops up the output buffer a little ahead of
+the speaker (``lead``), and counts as played only what the DAC has reached by
+now, so a barge-in truncates the history to what came out of the speaker,
+not what was written to the device. The accounting of what was sent and
+played is the same as for a network client
 (:class:`transport.playback.RemotePlayback`).
 """
 
@@ -65,7 +71,7 @@ def _describe(e: Exception, role: str) -> str:
 
 
 class SoundCard:
-    """A duplex stream and the buffers between it and the session.
+    """The two streams and the buffers between them and the session.
 
     ``block_s`` is the device block (small: latency), ``lead_s`` how much
     reply audio may wait in the output buffer ahead of the DAC.
@@ -97,55 +103,60 @@ class SoundCard:
         self.lead = round(lead_s * self.rate)
         self._to_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
         self._to_device = soxr.ResampleStream(output_rate, self.rate, 1, dtype="float32")
-        self._lock = threading.Lock()
-        self._captured: deque[np.ndarray] = deque()
+        self._far_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
+        self._lock = threading.Lock()  # between the two callbacks and the event loop
+        self._captured: deque[tuple[np.ndarray, np.ndarray]] = deque()  # (mic, far) per input block
         self._out = np.zeros(0, dtype=np.float32)  # reply audio at the device rate, not yet given to the device
         self._frozen = False  # paused: the speaker plays silence, the buffer waits
         self._schedule: deque[tuple[float, int]] = deque()  # (DAC time, reply samples) per output block
         self._in_resampler = False  # play() gave it audio it may still hold back
-        self._written = 0  # reply samples handed to the device
-        self._played_device = 0  # ... and that reached the DAC by now
+        self._played_device = 0  # reply samples that reached the DAC by now
         self.dropped_device = 0  # flushed unplayed (device samples)
         self.xruns = 0
         self._history = np.zeros(0, dtype=np.float32)  # what went to the speaker lately (device rate)
         self._history_len = self.rate  # 1 s
         self._history_end = 0.0  # DAC time just after its last sample
-        self._far_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
-        self.latency = (0.0, 0.0)
+        self.latency = (0.0, 0.0)  # (input, output) seconds, as the devices report them
         self.failed: str | None = None
         self.restarts = 0
-        self.wedged = False  # a call into the stream never returned: leave it alone from now on
-        self._last_callback = monotonic()
-        self._stream_clock = (0.0, monotonic())  # (stream time, monotonic) at the last callback
+        self.wedged = False  # a call into a stream never returned: leave them alone from now on
+        self._last_input = self._last_output = monotonic()  # each stream's last callback
+        self._stream_clock = (0.0, monotonic())  # (stream time, monotonic) at the last output callback
         self._devices = devices
         self._latency_s = latency_s
         self._closed = False
-        self._stream = self._open()
-        self.latency = self._stream.latency  # (input, output) seconds, as the device reports them
+        self._streams = self._open()
 
-    def _open(self):
+    def _open(self) -> tuple:
         sd = self._sd
+        common = dict(
+            samplerate=self.rate,
+            blocksize=self.block,
+            channels=1,
+            dtype="float32",
+            # A few blocks of device buffer: on a loaded machine "low" underruns, and an
+            # underrun can stop an ALSA stream. The DAC timestamps account for it.
+            latency=self._latency_s,
+            finished_callback=self._finished,
+        )
         try:
-            return sd.Stream(
-                samplerate=self.rate,
-                blocksize=self.block,
-                device=(self._devices.input, self._devices.output),
-                channels=(1, 1),
-                dtype="float32",
-                # A few blocks of device buffer: on a loaded machine "low" underruns, and an
-                # underrun can stop an ALSA stream. The DAC timestamps account for it.
-                latency=self._latency_s,
-                callback=self._callback,
-                finished_callback=self._finished,
-            )
+            mic = sd.InputStream(device=self._devices.input, callback=self._input_callback, **common)
         except (sd.PortAudioError, ValueError) as e:
             raise AudioDeviceError(_describe(e, "input")) from e
+        try:
+            speaker = sd.OutputStream(device=self._devices.output, callback=self._output_callback, **common)
+        except (sd.PortAudioError, ValueError) as e:
+            with contextlib.suppress(Exception):
+                mic.close()
+            raise AudioDeviceError(_describe(e, "output")) from e
+        self.latency = (mic.latency, speaker.latency)
+        return mic, speaker
 
     def restart(self) -> None:
-        """Open the devices again after the stream stopped on its own (an ALSA xrun can do that).
+        """Open the devices again after a stream stopped on its own (an ALSA xrun can do that).
 
         Blocks for at most a few seconds (call it off the event loop); raises
-        :class:`AudioDeviceError` if the old stream cannot be let go or the new one opened.
+        :class:`AudioDeviceError` if the old streams cannot be let go or new ones opened.
         """
         self.restarts += 1
         self._release()
@@ -160,13 +171,12 @@ class SoundCard:
 
         def reopen() -> None:
             try:
-                self._stream = self._open()
+                self._streams = self._open()
                 self.start()
             except Exception as e:  # said below, in one line
                 error.append(e)
 
         if not self._bounded(reopen, 3.0):
-            self.wedged = True
             raise AudioDeviceError("opening it again did not return")
         if error:
             raise error[0] if isinstance(error[0], AudioDeviceError) else AudioDeviceError(str(error[0]))
@@ -174,7 +184,7 @@ class SoundCard:
     def _bounded(self, call, timeout: float) -> bool:
         """Run ``call`` in a thread of its own; False if it has not returned after ``timeout`` seconds.
 
-        A device that vanished can leave PortAudio's stream waiting forever on a lock
+        A device that vanished can leave a PortAudio stream waiting forever on a lock
         inside the sound server's client library (seen with ALSA's PulseAudio plugin
         when the server dies): such a call must not take the event loop, or the exit, with it.
         """
@@ -188,55 +198,60 @@ class SoundCard:
 
     def _wedge(self) -> None:
         self.wedged = True
-        # sounddevice's exit handler terminates PortAudio, which closes this stream: it would wait forever too.
+        # sounddevice's exit handler terminates PortAudio, which closes the streams: it would wait forever too.
         atexit.unregister(self._sd._exit_handler)
         # The stuck threads keep this object alive to the end: let its resamplers go now, or
         # their bindings print "leaked instances" at exit under the one-line message.
         self._to_16k = self._to_device = self._far_16k = None  # type: ignore[assignment]
 
     def _release(self) -> None:
-        """Abort and close the stream, giving up on it if that does not return within 2 s."""
+        """Abort and close the streams, giving up on them if that does not return within 2 s."""
         if self.wedged:
             return
 
         def release() -> None:
             # abort, not stop: stop() waits for buffers that may never drain (a device gone);
             # and a stream whose device is gone may fail to close: there is nothing left to do.
-            with contextlib.suppress(Exception):
-                self._stream.abort()
-            with contextlib.suppress(Exception):
-                self._stream.close()
+            for stream in self._streams:
+                with contextlib.suppress(Exception):
+                    stream.abort()
+                with contextlib.suppress(Exception):
+                    stream.close()
 
         self._bounded(release, 2.0)
 
-    # -- PortAudio's thread ----------------------------------------------------
+    # -- PortAudio's threads -----------------------------------------------------
 
-    def _callback(self, indata, outdata, frames, time, status) -> None:
-        self._last_callback = monotonic()
-        self._stream_clock = (time.currentTime, self._last_callback)
-        if status.input_overflow or status.output_underflow:
+    def _output_callback(self, outdata, frames, time, status) -> None:
+        self._last_output = monotonic()
+        self._stream_clock = (time.currentTime, self._last_output)
+        if status.output_underflow:
             self.xruns += 1
-        dac, adc = time.outputBufferDacTime, time.inputBufferAdcTime
-        if not dac or not adc:  # a host API without timestamps: the reported latencies instead
-            dac, adc = time.currentTime + self.latency[1], time.currentTime - self.latency[0]
+        dac = time.outputBufferDacTime or time.currentTime + self.latency[1]  # a host API without timestamps
         with self._lock:
             n = 0 if self._frozen else min(frames, len(self._out))
             outdata[:n, 0] = self._out[:n]
             outdata[n:, 0] = 0.0
             self._out = self._out[n:]
             if n:
-                self._written += n
                 self._schedule.append((dac, n))
-        # The echo canceller's reference: what the speaker played while this input was
-        # captured, taken from the output's history by the two timestamps.
-        self._history = np.concatenate([self._history, outdata[:, 0]])[-self._history_len :]
-        self._history_end = dac + frames / self.rate
-        back = round((self._history_end - adc) * self.rate)
-        start = len(self._history) - back
+            self._history = np.concatenate([self._history, outdata[:, 0]])[-self._history_len :]
+            self._history_end = dac + frames / self.rate
+
+    def _input_callback(self, indata, frames, time, status) -> None:
+        self._last_input = monotonic()
+        if status.input_overflow:
+            self.xruns += 1
+        adc = time.inputBufferAdcTime or time.currentTime - self.latency[0]
+        # The echo canceller's reference: what the speaker played while this block was
+        # captured, taken from the output's history by the two streams' timestamps.
         far = np.zeros(frames, dtype=np.float32)
-        lo, hi = max(start, 0), min(start + frames, len(self._history))
-        if hi > lo:
-            far[lo - start : hi - start] = self._history[lo:hi]
+        with self._lock:
+            back = round((self._history_end - adc) * self.rate)
+            start = len(self._history) - back
+            lo, hi = max(start, 0), min(start + frames, len(self._history))
+            if hi > lo:
+                far[lo - start : hi - start] = self._history[lo:hi]
         self._captured.append((indata[:, 0].copy(), far))
 
     def _finished(self) -> None:
@@ -246,18 +261,19 @@ class SoundCard:
     # -- the pipeline's side (event loop) ---------------------------------------
 
     def stalled(self, seconds: float) -> bool:
-        """No callback for ``seconds``: the device stopped without saying so (its server went away)."""
-        return monotonic() - self._last_callback > seconds
+        """A stream without a callback for ``seconds``: it stopped without saying so (its server went away)."""
+        return monotonic() - min(self._last_input, self._last_output) > seconds
 
     def start(self) -> None:
-        self._last_callback = monotonic()
-        try:
-            self._stream.start()
-        except self._sd.PortAudioError as e:
-            raise AudioDeviceError(_describe(e, "input")) from e
+        self._last_input = self._last_output = monotonic()
+        for stream, role in zip(self._streams, ("input", "output"), strict=True):
+            try:
+                stream.start()
+            except self._sd.PortAudioError as e:
+                raise AudioDeviceError(_describe(e, role)) from e
 
     def close(self) -> None:
-        """Stop and close the stream (bounded: a stream that hangs is given up on)."""
+        """Stop and close the streams (bounded: a stream that hangs is given up on)."""
         self._closed = True
         self._release()
 
