@@ -19,6 +19,7 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import ROOT, recordings
+from tests.integration.pulse import loop_back, start_pulse
 from voice.audio import load_audio
 from voice.store import ConversationStore
 
@@ -30,30 +31,6 @@ pytestmark = [
 
 def _rec(name: str):
     return next(r for r in recordings() if name in r.name)
-
-
-def start_pulse(d: Path) -> tuple[subprocess.Popen, dict[str, str]]:
-    """A private PulseAudio server in ``d``: sink `spk` (the speaker), source `virtmic` (fed by sink `micfeed`)."""
-    env = {**os.environ, "PULSE_SERVER": f"unix:{d}/native", "HOME": str(d), "XDG_RUNTIME_DIR": str(d)}
-    cmd = [
-        "pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--disallow-exit", "--log-target=stderr",
-        "-L", f"module-native-protocol-unix auth-anonymous=1 socket={d}/native",
-        "-L", "module-null-sink sink_name=spk rate=48000 channels=2",
-        "-L", "module-null-sink sink_name=micfeed rate=48000 channels=1",
-        "-L", "module-remap-source source_name=virtmic master=micfeed.monitor",
-    ]  # fmt: skip
-    with open(d / "pulse.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(100):
-        if subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode == 0:
-            break
-        time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail(f"PulseAudio did not start: {(d / 'pulse.log').read_text()[-2000:]}")
-    for args in (["set-default-source", "virtmic"], ["set-default-sink", "spk"]):
-        subprocess.run(["pactl", *args], env=env, check=True)
-    return proc, env
 
 
 @pytest.fixture(scope="module")
@@ -163,17 +140,8 @@ def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
 
 def test_its_own_voice_through_the_room_does_not_interrupt_it(pulse, tmp_path):
     # The speaker's sound comes back into the microphone at -12 dB, 40 ms later (a laptop on a desk).
-    loop = subprocess.run(
-        ["pactl", "load-module", "module-loopback", "source=spk.monitor", "sink=micfeed", "latency_msec=40"],
-        env=pulse, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    module = loop.stdout.strip()
+    module = loop_back(pulse, -12.0, latency_ms=40)
     try:
-        inputs = subprocess.run(["pactl", "list", "short", "sink-inputs"], env=pulse, capture_output=True, text=True)
-        for line in inputs.stdout.splitlines():
-            if line.split("\t")[1] == module:
-                # PulseAudio volumes are cubic: 63% is 0.25 in amplitude, -12 dB.
-                subprocess.run(["pactl", "set-sink-input-volume", line.split("\t")[0], "63%"], env=pulse, check=True)
         desk = Desk(pulse, tmp_path)
         try:
             desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
