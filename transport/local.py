@@ -12,6 +12,7 @@ device block. Same shape as a network client's connection
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,8 +48,13 @@ class LocalAudio:
             self.card.flush()
             self.card.freeze(False)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Until ``stop`` is set; raises AudioDeviceError if the device fails."""
+    async def run(self, stop: asyncio.Event, hearing: Callable[[], None] | None = None) -> None:
+        """Until ``stop`` is set; raises AudioDeviceError if the device fails.
+
+        ``hearing`` is called once, when the microphone's first audio arrives: a
+        stream can take a while to deliver after it starts (1.8 s on PulseAudio's
+        virtual devices), and what is said before then is not heard.
+        """
         session, card, playback = self.session, self.card, self.playback
         card.start()
         tick = 0
@@ -69,6 +75,9 @@ class LocalAudio:
                         " its sound server is running (--list-devices shows what is there), then run again"
                     ) from e
             mic, far = card.captured()
+            if hearing is not None and len(mic):
+                hearing()
+                hearing = None
             self._mic, self._far = np.concatenate([self._mic, mic]), np.concatenate([self._far, far])
             while len(self._mic) >= BLOCK:
                 block, self._mic = self._mic[:BLOCK], self._mic[BLOCK:]

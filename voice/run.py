@@ -339,11 +339,10 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
             view.render()
             await asyncio.sleep(0.1)
 
-    view.message("listening — speak; Ctrl+C to end")
     code = 0
     meter_task = asyncio.create_task(meter())
     try:
-        await local.run(stop)
+        await local.run(stop, hearing=lambda: view.message("listening — speak; Ctrl+C to end"))
     except AudioDeviceError as e:
         view.close()
         print(f"voice.run: {e}", file=sys.stderr)
