@@ -52,16 +52,15 @@ def loop_back(env: dict[str, str], db: float, latency_ms: int = 40) -> str:
         ["pactl", "load-module", "module-loopback", "source=spk.monitor", "sink=micfeed", f"latency_msec={latency_ms}"],
         env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    inputs = json.loads(
-        subprocess.run(["pactl", "-f", "json", "list", "sink-inputs"], env=env, capture_output=True, text=True).stdout
-    )
-    (index,) = [i["index"] for i in inputs if str(i.get("owner_module")) == module]
+    (index,) = [i["index"] for i in _sink_inputs(env) if str(i.get("owner_module")) == module]
     subprocess.run(["pactl", "set-sink-input-volume", str(index), f"{db}dB"], env=env, check=True)
-    inputs = json.loads(
-        subprocess.run(["pactl", "-f", "json", "list", "sink-inputs"], env=env, capture_output=True, text=True).stdout
-    )
-    (volume,) = [i["volume"] for i in inputs if i["index"] == index]
+    (volume,) = [i["volume"] for i in _sink_inputs(env) if i["index"] == index]
     got = [float(ch["db"].split()[0]) for ch in volume.values()]
     if any(abs(g - db) > 0.5 for g in got):
         raise PulseError(f"the loopback's volume is {got} dB, not {db}")
     return module
+
+
+def _sink_inputs(env: dict[str, str]) -> list[dict]:
+    out = subprocess.run(["pactl", "-f", "json", "list", "sink-inputs"], env=env, capture_output=True, text=True)
+    return json.loads(out.stdout)
