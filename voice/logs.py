@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 EventSink = Callable[[dict[str, Any]], None]
+EVENTS = "voice.events"
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,7 +38,7 @@ class JsonFormatter(logging.Formatter):
 
 def event_logger(session: str) -> EventSink:
     """A sink that logs each event of ``session`` (errors at ERROR, the rest at INFO)."""
-    log = logging.getLogger("voice.events")
+    log = logging.getLogger(EVENTS)
 
     def sink(event: dict[str, Any]) -> None:
         level = logging.ERROR if event.get("type") == "error" else logging.INFO
@@ -45,6 +46,17 @@ def event_logger(session: str) -> EventSink:
             log.log(level, "%s", event.get("type"), extra={"event": {"session": session, **event}})
 
     return sink
+
+
+def read_events(text: str) -> list[dict[str, Any]]:
+    """The pipeline events in a ``--log-json`` log (other lines and records are skipped)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("logger") == EVENTS:
+                out.append(record)
+    return out
 
 
 def fan_out(*sinks: EventSink) -> EventSink:

@@ -5,7 +5,6 @@ its monitor with parec; the events come from --log-json."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -21,6 +20,7 @@ import soundfile as sf
 from tests.conftest import ROOT, recordings
 from tests.integration.pulse import loop_back, start_pulse
 from voice.audio import load_audio
+from voice.logs import read_events
 from voice.store import ConversationStore
 
 pytestmark = [
@@ -56,13 +56,7 @@ class Desk:
         self.recorder: subprocess.Popen | None = None
 
     def events(self) -> list[dict]:
-        out = []
-        for line in (self.tmp / "run.err").read_text().splitlines():
-            if line.startswith("{"):
-                record = json.loads(line)
-                if record.get("logger") == "voice.events":
-                    out.append(record)
-        return out
+        return read_events((self.tmp / "run.err").read_text())
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -72,6 +66,9 @@ class Desk:
                 return
             time.sleep(0.1)
         raise AssertionError(f"no {what} in {timeout} s: {[e['type'] for e in self.events()]}")
+
+    def wait_until_listening(self) -> None:
+        self.wait_for(lambda: "listening" in (self.tmp / "run.out").read_text(), 300, "start")
 
     def say(self, audio: np.ndarray, name: str, wait: bool = True) -> subprocess.Popen:
         path = self.tmp / f"{name}.wav"
@@ -110,7 +107,7 @@ def _of(events, kind):
 def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
     desk = Desk(pulse, tmp_path)
     try:
-        desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+        desk.wait_until_listening()
         desk.record_speaker()
         desk.say(load_audio(_rec("aew_a0003").path), "question")
         desk.wait_for(lambda: _of(desk.events(), "playback_start"), 60, "reply")
@@ -144,7 +141,7 @@ def test_its_own_voice_through_the_room_does_not_interrupt_it(pulse, tmp_path):
     try:
         desk = Desk(pulse, tmp_path)
         try:
-            desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+            desk.wait_until_listening()
             desk.say(load_audio(_rec("aew_a0003").path), "question")
             desk.wait_for(lambda: _of(desk.events(), "turn_end"), 90, "the end of the reply")
             assert desk.stop() == 0
@@ -185,7 +182,7 @@ def test_a_device_that_disappears_mid_conversation_is_one_line_and_the_turns_are
     server, env = start_pulse(d)
     desk = Desk(env, tmp_path)
     try:
-        desk.wait_for(lambda: "listening" in (tmp_path / "run.out").read_text(), 300, "start")
+        desk.wait_until_listening()
         desk.say(load_audio(_rec("aew_a0003").path), "question")
         desk.wait_for(lambda: _of(desk.events(), "asr_final"), 60, "the transcript")
         server.kill()

@@ -69,7 +69,7 @@ def test_events_become_json_log_lines():
     import json
     import logging
 
-    from voice.logs import JsonFormatter, event_logger
+    from voice.logs import JsonFormatter, event_logger, read_events
 
     records: list[logging.LogRecord] = []
 
@@ -87,3 +87,7 @@ def test_events_become_json_log_lines():
         log.removeHandler(handler)
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["level"] == "ERROR" and line["session"] == "s1" and line["type"] == "error" and line["t"] == 1.5
+    # read back from a log with other lines in it: only the event
+    other = json.dumps({"ts": "x", "level": "INFO", "logger": "vllm", "message": "hi"})
+    (back,) = read_events(f"a plain line\n{other}\n{JsonFormatter().format(records[0])}\n")
+    assert back == line
