@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-SAMPLE_RATE = 16000
-FRAME = 512
+from voice.core.audio import VAD_FRAME
+
+FRAME = VAD_FRAME
 _CONTEXT = 64
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from voice.models import ASR_MODELS, LLM_MODELS, VAD_FILE, VOICES
+from voice.shell.models import ASR_MODELS, LLM_MODELS, VAD_FILE, VOICES
 
 
 def package_dir(name: str) -> Path:

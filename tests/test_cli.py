@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import FIXTURES, ROOT
-from voice.scoring import word_error_rate
+from voice.bench.scoring import word_error_rate
 
 
 def voice_run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -69,7 +69,8 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     """The README's main job, on a file at another rate and in stereo."""
     import numpy as np
 
-    from voice.audio import load_audio, resample
+    from transport.files import load_audio
+    from voice.core.audio import resample
 
     mono = load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")
     stereo = np.stack([resample(mono, 16000, 44100)] * 2, axis=1)

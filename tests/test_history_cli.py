@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from voice.history import Turn
-from voice.store import ConversationStore
+from voice.app.store import ConversationStore
+from voice.core.history import Turn
 
 SID = "3f2a9c0d41b84e0b9e6f0a1b2c3d4e5f"
 OTHER = "3f99aa00000000000000000000000000"

@@ -24,7 +24,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 
 from transport.protocol import float_to_pcm16, pcm16_to_float
-from voice.audio import ASR_RATE
+from voice.core.audio import ASR_RATE
 
 FRAME_S = 0.02
 
@@ -199,7 +199,7 @@ async def talk(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from voice.audio import AudioInputError, load_audio, write_wav
+    from transport.files import AudioInputError, load_audio, write_wav
 
     p = argparse.ArgumentParser(prog="python -m transport.client", description=__doc__.split("\n\n")[0])
     p.add_argument("audio", type=Path, help="recording to say")

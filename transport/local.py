@@ -19,8 +19,8 @@ import numpy as np
 
 from transport.playback import RemotePlayback
 from transport.sound import AudioDeviceError, SoundCard
-from voice.audio import ASR_RATE
-from voice.session import Session
+from voice.core.audio import ASR_RATE
+from voice.shell.session import Session
 
 TICK_S = 0.01
 BLOCK = round(0.02 * ASR_RATE)

@@ -17,8 +17,8 @@ import numpy as np
 import soxr
 
 from transport.echo_path import EchoPath
-from voice.audio import ASR_RATE
-from voice.session import Session
+from voice.core.audio import ASR_RATE
+from voice.shell.session import Session
 
 BLOCK_S = 0.02  # 20 ms: the output block a barge-in must stop within
 

@@ -31,7 +31,7 @@ from time import monotonic
 import numpy as np
 import soxr
 
-from voice.audio import ASR_RATE
+from voice.core.audio import ASR_RATE
 
 
 class AudioDeviceError(RuntimeError):

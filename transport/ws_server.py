@@ -5,7 +5,7 @@ the OpenAI Realtime dialect (``/v1/realtime``) and ``GET /health``. The
 protocols themselves are pure (``transport/protocol.py``,
 ``transport/realtime.py``); this module is the I/O around them: the handshake
 checks (token, Origin, session cap), and for each connection a
-:class:`Connection` that feeds the microphone to a :class:`~voice.session.Session`
+:class:`Connection` that feeds the microphone to a :class:`~voice.shell.session.Session`
 at real time, paces the reply audio to the client's playback and sends the
 pipeline's events. A connection's failure is caught and logged in its own
 task; no other session sees it. See ``docs/protocol.md``.
@@ -49,13 +49,13 @@ from transport.protocol import (
     TruncateReply,
     VoiceProtocol,
 )
-from voice.audio import ASR_RATE
-from voice.clock import MonotonicClock
-from voice.engines import Engines
-from voice.history import History
-from voice.metrics import PipelineMetrics
-from voice.session import Session, SessionConfig
-from voice.store import ConversationStore, ForeignSession, StoreError, TurnRecorder, UnknownSession, open_history
+from voice.app.metrics import PipelineMetrics
+from voice.app.store import ConversationStore, ForeignSession, StoreError, TurnRecorder, UnknownSession, open_history
+from voice.core.audio import ASR_RATE
+from voice.core.history import History
+from voice.shell.clock import MonotonicClock
+from voice.shell.engines import Engines
+from voice.shell.session import Session, SessionConfig
 
 log = logging.getLogger("voice.server")
 

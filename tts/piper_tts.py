@@ -18,8 +18,8 @@ import numpy as np
 import soxr
 
 from tts.alignment import word_ends
-from voice.ledger import Word
-from voice.sentences import speakable
+from voice.core.ledger import Word
+from voice.core.sentences import speakable
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from transport.files import load_audio
 from transport.replay import replay
-from voice.audio import load_audio
-from voice.clock import MonotonicClock, VirtualClock
-from voice.engines import EngineConfig, Engines, load_engines
-from voice.session import Session, SessionConfig
+from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.engines import EngineConfig, Engines, load_engines
+from voice.shell.session import Session, SessionConfig
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -69,7 +69,7 @@ async def voice_server(engines, tmp_path_factory):
     ``.url`` is its http:// address (the page at /, our protocol at /ws, the
     Realtime dialect at /v1/realtime)."""
     from transport.ws_server import ServerConfig, VoiceServer
-    from voice.store import ConversationStore
+    from voice.app.store import ConversationStore
 
     store = ConversationStore.open(tmp_path_factory.mktemp("db") / "conversations.db")
     server = VoiceServer(engines, ServerConfig(port=0), store=store)

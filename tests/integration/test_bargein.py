@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from voice.evaluate import run_fixture, truncation_error_words
-from voice.scoring import word_error_rate
+from voice.bench.evaluate import run_fixture, truncation_error_words
+from voice.bench.scoring import word_error_rate
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -18,7 +18,7 @@ import soundfile as sf
 
 from tests.conftest import recordings
 from tests.integration.browser import CHROMIUM, Browser, chromium_available, launch, padded_wav
-from voice.scoring import word_error_rate
+from voice.bench.scoring import word_error_rate
 
 pytestmark = [
     pytest.mark.engines,

@@ -18,11 +18,11 @@ from websockets.asyncio.client import connect
 
 from tests.conftest import ROOT, recordings
 from transport.client import talk
+from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
-from voice.audio import load_audio
-from voice.scoring import word_error_rate
-from voice.store import ConversationStore, StoreFull
+from voice.app.store import ConversationStore, StoreFull
+from voice.bench.scoring import word_error_rate
 
 pytestmark = pytest.mark.engines
 

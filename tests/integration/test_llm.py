@@ -15,8 +15,8 @@ from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
 from tests.conftest import recordings
 from tests.integration.servers import launch_vllm_server, metric, no_request_running, read_then_close, stop_server
-from voice.models import llm_model_path
-from voice.scoring import word_error_rate
+from voice.bench.scoring import word_error_rate
+from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -21,7 +21,7 @@ from tests.integration.servers import (
     read_then_close,
     stop_server,
 )
-from voice.models import llm_model_path
+from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

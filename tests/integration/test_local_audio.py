@@ -19,9 +19,9 @@ import soundfile as sf
 
 from tests.conftest import ROOT, recordings
 from tests.integration.pulse import loop_back, start_pulse
-from voice.audio import load_audio
-from voice.logs import read_events
-from voice.store import ConversationStore
+from transport.files import load_audio
+from voice.app.logs import read_events
+from voice.app.store import ConversationStore
 
 pytestmark = [
     pytest.mark.engines,

@@ -9,14 +9,14 @@ import urllib.request
 import pytest
 
 from tests.conftest import FIXTURES
+from transport.files import load_audio
 from transport.replay import replay, replay_turns
-from voice.audio import load_audio
-from voice.clock import VirtualClock
-from voice.latency import turn_latencies
-from voice.logs import fan_out
-from voice.metrics import PipelineMetrics, serve
-from voice.sequential import sequential_turns
-from voice.session import Session, SessionConfig
+from voice.app.latency import turn_latencies
+from voice.app.logs import fan_out
+from voice.app.metrics import PipelineMetrics, serve
+from voice.bench.sequential import sequential_turns
+from voice.shell.clock import VirtualClock
+from voice.shell.session import Session, SessionConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import recordings
-from voice.audio import ASR_RATE, load_audio
-from voice.latency import turn_latencies
-from voice.scoring import word_error_rate
+from transport.files import load_audio
+from voice.app.latency import turn_latencies
+from voice.bench.scoring import word_error_rate
+from voice.core.audio import ASR_RATE
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -13,9 +13,9 @@ import pytest
 from openai import AsyncOpenAI
 
 from tests.conftest import recordings
+from transport.files import load_audio
 from transport.protocol import float_to_pcm16
-from voice.audio import load_audio
-from voice.scoring import word_error_rate
+from voice.bench.scoring import word_error_rate
 
 pytestmark = pytest.mark.engines
 RATE = 24000

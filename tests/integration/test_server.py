@@ -12,10 +12,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.conftest import recordings
 from transport.client import talk
+from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
-from voice.audio import load_audio
-from voice.scoring import word_error_rate
+from voice.bench.scoring import word_error_rate
 
 pytestmark = pytest.mark.engines
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from asr.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
-from asr.stability import LocalAgreement
-from asr.streaming import PartialConfig, PartialPolicy
+from voice.core.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from voice.core.partials import PartialConfig, PartialPolicy
+from voice.core.stability import LocalAgreement
 
 FRAME_S = 0.032
 
@@ -95,7 +95,7 @@ def test_a_decode_that_says_it_again_is_caught():
 
 
 def test_level_meters():
-    from asr.levels import BackgroundMeter, LevelMeter
+    from voice.core.levels import BackgroundMeter, LevelMeter
 
     level = LevelMeter()
     assert level.db is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voice.metrics import PipelineMetrics
+from voice.app.metrics import PipelineMetrics
 
 TURN = [
     {"t": 3.0, "type": "speech_end", "end": 2.5, "utterance": 1},
@@ -52,7 +52,7 @@ def test_metrics_are_served_over_http():
     import socket
     import urllib.request
 
-    from voice.metrics import serve
+    from voice.app.metrics import serve
 
     m = PipelineMetrics()
     for e in TURN:
@@ -69,7 +69,7 @@ def test_events_become_json_log_lines():
     import json
     import logging
 
-    from voice.logs import JsonFormatter, event_logger, read_events
+    from voice.app.logs import JsonFormatter, event_logger, read_events
 
     records: list[logging.LogRecord] = []
 

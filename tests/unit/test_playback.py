@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from tts.alignment import word_ends
-from voice.audio import AudioBuffer
-from voice.clock import VirtualClock
-from voice.history import History, Turn
-from voice.latency import turn_latencies
-from voice.ledger import PlaybackLedger, Word
+from voice.app.latency import turn_latencies
+from voice.core.audio import AudioBuffer
+from voice.core.history import History, Turn
+from voice.core.ledger import PlaybackLedger, Word
+from voice.shell.clock import VirtualClock
 
 
 def test_ledger_heard_words_follow_the_played_samples():
@@ -93,7 +93,7 @@ def test_fit_to_context_forgets_the_oldest_turns_first():
 
 
 def test_playout_pause_fades_keeps_the_queue_and_resumes():
-    from voice.playout import Playout
+    from voice.core.playout import Playout
 
     p = Playout(rate=1000, fade_ms=5)
     p.append(np.ones(100, dtype=np.float32))
@@ -111,7 +111,7 @@ def test_playout_pause_fades_keeps_the_queue_and_resumes():
 
 
 def test_percentile_interpolates_and_skips_missing_values():
-    from voice.latency import percentile
+    from voice.app.latency import percentile
 
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert percentile([None, 1.0, 3.0], 0.5) == 2.0

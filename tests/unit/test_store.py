@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from voice.history import History, Turn
-from voice.ledger import Word
-from voice.store import (
+from voice.app.store import (
     SCHEMA_VERSION,
     AmbiguousSession,
     ConversationStore,
@@ -32,7 +30,9 @@ from voice.store import (
     UnknownSession,
     default_db_path,
 )
-from voice.turns import Conversation, StartResponse, Synthesize, TranscribeFinal
+from voice.core.history import History, Turn
+from voice.core.ledger import Word
+from voice.core.turns import Conversation, StartResponse, Synthesize, TranscribeFinal
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def test_a_written_turn_is_visible_to_another_connection_at_once(store, db):
 def test_a_finalized_turn_survives_sigkill(db):
     proc = run_python(f"""
         import os, signal
-        from voice.history import Turn
-        from voice.store import ConversationStore
+        from voice.core.history import Turn
+        from voice.app.store import ConversationStore
         s = ConversationStore.open({str(db)!r})
         s.create_session("k")
         s.add_turn("k", Turn("user", "remember me", t_start=0.0, t_end=1.0))
@@ -238,8 +238,8 @@ def test_another_process_writes_while_this_one_reads(db):
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-                from voice.history import Turn
-                from voice.store import ConversationStore
+                from voice.core.history import Turn
+                from voice.app.store import ConversationStore
                 s = ConversationStore.open({str(db)!r}, timeout=30)
                 for k in range({n}):
                     s.add_turn("p", Turn("user", f"turn {{k}}"))
@@ -358,7 +358,7 @@ def test_full_database_keeps_turns_until_there_is_room(db, caplog):
         store.add_turn("s", big)
     assert str(db) in str(e.value) and "full" in str(e.value)
 
-    with caplog.at_level("WARNING", logger="voice.store"):
+    with caplog.at_level("WARNING", logger="voice.app.store"):
         recorder.record(big)
         recorder.record(user("after"))  # in order behind the turn that did not fit
     assert isinstance(recorder.error, StoreFull)
@@ -476,7 +476,7 @@ def test_a_failing_listener_does_not_break_the_history(caplog):
         changed = removed = added
 
     h = History(listener=Broken())
-    with caplog.at_level("ERROR", logger="voice.history"):
+    with caplog.at_level("ERROR", logger="voice.core.history"):
         h.add(user("still here"))
     assert [t.text for t in h.turns] == ["still here"]
     assert "listener failed" in caplog.text

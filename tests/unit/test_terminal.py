@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from voice.terminal import TerminalView, meter
+from voice.app.terminal import TerminalView, meter
 
 
 def test_meter_spans_minus_60_to_0_dbfs():

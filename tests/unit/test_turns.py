@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from voice.history import INTERRUPTED_MARKER
-from voice.ledger import Word
-from voice.turns import (
+from voice.core.history import INTERRUPTED_MARKER
+from voice.core.ledger import Word
+from voice.core.turns import (
     BargeInPolicy,
     CancelResponse,
     CheckInterruption,

@@ -13,7 +13,7 @@ from asr.vad import load_session
 from asr.whisper import WhisperRecognizer
 from llm.base import LLM, GenerationConfig
 from tts.piper_tts import PiperTTS
-from voice import models
+from voice.shell import models
 
 
 @dataclass

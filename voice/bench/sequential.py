@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from asr.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
 from asr.vad import FRAME, SileroVAD
-from voice.audio import ASR_RATE
-from voice.engines import Engines
-from voice.history import History, Turn
-from voice.sentences import speakable
+from voice.core.audio import ASR_RATE
+from voice.core.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
+from voice.core.history import History, Turn
+from voice.core.sentences import speakable
+from voice.shell.engines import Engines
 
 
 @dataclass

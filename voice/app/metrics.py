@@ -4,7 +4,7 @@
 session (``metrics.observe``) and it keeps, in its own registry,
 
 - ``voice_stage_seconds{stage}``: a histogram per latency stage (the stages of
-  :data:`voice.latency.STAGES`: endpoint, ASR final, LLM first token, first
+  :data:`voice.app.latency.STAGES`: endpoint, ASR final, LLM first token, first
   chunk, first audio, voice-to-voice), one observation per answered turn;
 - ``voice_turns_total{role}``: user turns answered and assistant turns ended;
 - ``voice_barge_ins_total``, ``voice_backchannels_total`` and
@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from voice.latency import STAGES, TurnTracker
+from voice.app.latency import STAGES, TurnTracker
 
 # Voice-to-voice lives between ~0.3 s (a GPU) and several seconds (a loaded CPU).
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0)

@@ -1,33 +1,17 @@
-"""Audio helpers: loading any file to 16 kHz mono, and a sample-indexed buffer."""
+"""The pipeline's audio constants, and a sample-indexed buffer (pure).
+
+Every rate and block size the layers share is defined here, once.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import soxr
 
-ASR_RATE = 16000
-
-
-class AudioInputError(ValueError):
-    """The input is not usable audio (missing, unreadable, empty)."""
-
-
-def load_audio(path: str | Path, rate: int = ASR_RATE) -> np.ndarray:
-    """Read any file soundfile reads; return mono float32 at ``rate``."""
-    import soundfile as sf
-
-    p = Path(path)
-    if not p.is_file():
-        raise AudioInputError(f"{p}: no such file")
-    try:
-        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
-    except Exception as e:  # soundfile raises LibsndfileError, RuntimeError, TypeError ...
-        raise AudioInputError(f"{p}: not a readable audio file ({e})") from None
-    if data.size == 0 or data.shape[0] < sr // 100:
-        raise AudioInputError(f"{p}: the audio is empty")
-    return resample(data.mean(axis=1), sr, rate)
+ASR_RATE = 16000  # what the VAD, the echo canceller and Whisper hear
+VAD_FRAME = 512  # Silero's frame at ASR_RATE: 32 ms
+BLOCK_S = 0.02  # the pump's block: microphone audio in, reply audio out; a barge-in stops within one
+ASR_BLOCK = round(BLOCK_S * ASR_RATE)
 
 
 def resample(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
@@ -70,10 +54,3 @@ class AudioBuffer:
         cap = len(self._data)
         idx = np.arange(a, b) % cap
         return self._data[idx]
-
-
-def write_wav(path: str | Path, audio: np.ndarray, rate: int) -> None:
-    """16-bit PCM WAV."""
-    import soundfile as sf
-
-    sf.write(str(path), np.clip(audio, -1.0, 1.0), rate, subtype="PCM_16")

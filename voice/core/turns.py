@@ -46,9 +46,9 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from voice.history import History, Turn
-from voice.ledger import PlaybackLedger, Word
-from voice.sentences import SentenceGrouper
+from voice.core.history import History, Turn
+from voice.core.ledger import PlaybackLedger, Word
+from voice.core.sentences import SentenceGrouper
 
 
 class State(enum.Enum):

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from voice.store import (
+from voice.app.store import (
     ConversationStore,
     SessionError,
     SessionRecord,

@@ -4,7 +4,7 @@ The transport calls :meth:`Session.push_audio` with each block of microphone
 audio and :meth:`Session.pull_audio` for each block the speaker plays; both
 are cheap and never block. Engine work (ASR, LLM, TTS) runs in tasks and
 worker threads, and everything it produces goes through the
-:class:`~voice.turns.Conversation` core, whose commands the session carries
+:class:`~voice.core.turns.Conversation` core, whose commands the session carries
 out. On virtual time the transport calls :meth:`Session.settle` after each
 block, so engine work takes no virtual time; on real time it does not, and the
 very same code runs concurrently.
@@ -24,18 +24,17 @@ from typing import Any
 import numpy as np
 import soxr
 
-from asr.echo import EchoCanceller, EchoGate
-from asr.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
-from asr.levels import BackgroundMeter, LevelMeter
-from asr.streaming import PartialConfig, PartialPolicy
+from asr.echo import EchoCanceller
 from asr.vad import FRAME, SileroVAD
 from asr.whisper import Transcript
-from voice.audio import ASR_RATE, AudioBuffer
-from voice.clock import Clock
-from voice.engines import Engines
-from voice.history import History
-from voice.playout import Playout
-from voice.turns import (
+from voice.core.audio import ASR_RATE, AudioBuffer
+from voice.core.echo_gate import EchoGate
+from voice.core.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from voice.core.history import History
+from voice.core.levels import BackgroundMeter, LevelMeter
+from voice.core.partials import PartialConfig, PartialPolicy
+from voice.core.playout import Playout
+from voice.core.turns import (
     BargeInPolicy,
     CancelResponse,
     CheckInterruption,
@@ -48,8 +47,10 @@ from voice.turns import (
     Synthesize,
     TranscribeFinal,
 )
+from voice.shell.clock import Clock
+from voice.shell.engines import Engines
 
-log = logging.getLogger("voice.session")
+log = logging.getLogger("voice.shell.session")
 
 EventSink = Callable[[dict[str, Any]], None]
 

@@ -4,7 +4,7 @@ One file per deployment (``--db PATH``, :func:`default_db_path` otherwise),
 in WAL mode so that readers (``python -m voice.history``) never block the
 server's writes. A turn is written in one transaction when it is final (the
 user's at the ASR final, the assistant's at playback end or when it was cut)
-and never before: the store only sees what :class:`voice.history.History`
+and never before: the store only sees what :class:`voice.core.history.History`
 holds, and that is finalized turns only.
 
 Durability. ``synchronous=NORMAL`` in WAL mode: a commit is written to the
@@ -29,7 +29,7 @@ from its event loop (or through ``asyncio.to_thread``); a call may wait up to
 ``timeout`` seconds when another process holds the write lock.
 
 :class:`TurnRecorder` is the conversation's side: a
-:class:`voice.history.HistoryListener` that persists each turn as the history
+:class:`voice.core.history.HistoryListener` that persists each turn as the history
 gets it, never raises, and keeps what it could not write until it can.
 """
 
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voice.history import History, Turn
+from voice.core.history import History, Turn
 
 log = logging.getLogger(__name__)
 
@@ -522,7 +522,7 @@ class ConversationStore:
         return [_stored_turn(r) for r in rows]
 
     def turns(self, session_id: str) -> list[Turn]:
-        """The session's turns in order, as :class:`voice.history.Turn` objects."""
+        """The session's turns in order, as :class:`voice.core.history.Turn` objects."""
         return [s.turn for s in self.stored_turns(session_id)]
 
 
@@ -547,9 +547,9 @@ def _session_record(row: tuple[Any, ...]) -> SessionRecord:
 
 
 class TurnRecorder:
-    """Persists a session's turns as its :class:`voice.history.History` finalizes them.
+    """Persists a session's turns as its :class:`voice.core.history.History` finalizes them.
 
-    A :class:`voice.history.HistoryListener`: ``History(recorder.load(),
+    A :class:`voice.core.history.HistoryListener`: ``History(recorder.load(),
     listener=recorder)``. It never raises: when the store fails it logs once,
     keeps the error in :attr:`error` and the writes it owes in order, and
     tries them again at the next change (or :meth:`flush`), so a passing lock

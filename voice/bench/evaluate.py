@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from transport.echo_path import EchoPath
+from transport.files import load_audio
 from transport.replay import replay
-from voice.audio import load_audio
-from voice.clock import MonotonicClock, VirtualClock
-from voice.engines import Engines
-from voice.session import Session, SessionConfig
+from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.engines import Engines
+from voice.shell.session import Session, SessionConfig
 
 
 @dataclass
@@ -105,7 +105,7 @@ def truncation_error_words(run: FixtureRun, engines: Engines) -> int | None:
     played = run.played_audio_before_stop()
     if turn is None or played is None:
         return None
-    from voice.audio import ASR_RATE, resample
+    from voice.core.audio import ASR_RATE, resample
 
     audio = resample(played, run.rate, ASR_RATE)
     # The full window: on audio cut off mid-word it is the steadier yardstick.

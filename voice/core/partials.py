@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asr.stability import LocalAgreement
+from voice.core.stability import LocalAgreement
 
 
 @dataclass(frozen=True)

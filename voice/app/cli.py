@@ -1,0 +1,434 @@
+"""``python -m voice.run``: the voice assistant's entry point.
+
+Replay a recording through the whole pipeline::
+
+    python -m voice.run --replay question.wav --out out/ [--fast]
+
+writes ``out/reply.wav`` (the assistant's audio on the input's timeline),
+``out/events.jsonl`` (every pipeline event, flushed as it happens) and
+``out/transcript.json``, and prints the conversation and a per-turn latency
+breakdown. ``--fast`` runs on virtual time: exact, repeatable timings.
+``--metrics-port`` serves Prometheus metrics while it runs; ``--log-json``
+logs every event as a JSON line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from llm.base import GenerationConfig
+from transport.files import AudioInputError, load_audio
+from voice.app.latency import format_table, turn_latencies
+from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
+from voice.app.metrics import PipelineMetrics, serve
+from voice.core.endpointing import EndpointConfig
+from voice.core.turns import BargeInPolicy
+from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.engines import EngineConfig, load_engines
+from voice.shell.models import MissingModelError
+from voice.shell.session import Session, SessionConfig
+
+EXIT_USAGE = 2
+
+
+class EventLog:
+    """events.jsonl: one JSON object per line, flushed as each event happens."""
+
+    def __init__(self, path: Path, echo: TextIO | None = None) -> None:
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.events: list[dict[str, Any]] = []
+        self._echo = echo
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self._file.flush()
+        if self._echo is not None:
+            if event["type"] == "asr_final" and event.get("text"):
+                print(f"[{event['t']:7.2f}] you:       {event['text']}", file=self._echo, flush=True)
+            elif event["type"] == "tts_chunk":
+                print(f"[{event['t']:7.2f}] assistant: {event['text']}", file=self._echo, flush=True)
+            elif event["type"] in ("barge_in", "backchannel", "playback_resumed"):
+                detail = event.get("text") or event.get("reason") or ""
+                print(f"[{event['t']:7.2f}] -- {event['type']} {detail}", file=self._echo, flush=True)
+            elif event["type"] == "truncate":
+                print(f"[{event['t']:7.2f}] -- heard: {event['text']!r}", file=self._echo, flush=True)
+            elif event["type"] == "error":
+                print(f"[{event['t']:7.2f}] error in {event['where']}: {event['message']}", file=self._echo)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m voice.run", description="Real-time voice assistant.")
+    p.add_argument("--replay", metavar="IN", type=Path, help="audio file to use as the microphone")
+    p.add_argument("--out", metavar="DIR", type=Path, default=Path("out"), help="where replay writes (default: out)")
+    p.add_argument("--fast", action="store_true", help="replay on virtual time (exact, repeatable timings)")
+    p.add_argument("--system-prompt", help="system prompt for the LLM")
+    p.add_argument("--asr-model", default="base", help="final-pass Whisper model: base, tiny.en or a folder")
+    p.add_argument("--partial-model", default="tiny.en", help="Whisper model for partials, or 'none'")
+    p.add_argument("--voice", default="joe", help="piper voice: joe or a path to an .onnx voice")
+    p.add_argument("--llm-model", default="smollm2-135m", help="embedded LLM: smollm2-135m or a folder")
+    p.add_argument(
+        "--llm-url",
+        action="append",
+        help="OpenAI-compatible server (such as vLLM's) instead of the embedded engine; repeat for replicas",
+    )
+    p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
+    p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
+    p.add_argument(
+        "--asr-full-window", action="store_true", help="encode Whisper's whole 30 s window (slower; see README)"
+    )
+    p.add_argument("--no-early-final", action="store_true", help="start the final ASR pass only at the endpoint")
+    p.add_argument("--output-rate", type=int, default=24000, help="reply audio sample rate")
+    p.add_argument("--vad-threshold", type=float, default=EndpointConfig.threshold)
+    p.add_argument(
+        "--min-speech-ms",
+        type=int,
+        default=round(EndpointConfig.min_speech_s * 1000),
+        help="speech needed to start a turn, or to judge speech over the reply (barge-in minimum)",
+    )
+    p.add_argument("--hangover-ms", type=int, default=round(EndpointConfig.hangover_s * 1000))
+    p.add_argument("--preroll-ms", type=int, default=round(EndpointConfig.preroll_s * 1000))
+    p.add_argument("--echo-db", type=float, help="replay: add the reply back into the microphone at this level")
+    p.add_argument("--echo-delay-ms", type=float, default=30.0, help="replay: delay of that echo path")
+    p.add_argument("--no-aec", action="store_true", help="do not cancel the assistant's echo from the microphone")
+    p.add_argument(
+        "--barge-in-commit-ms",
+        type=int,
+        default=round(BargeInPolicy.commit_s * 1000),
+        help="speech over the reply this long is a barge-in without waiting for its words",
+    )
+    p.add_argument(
+        "--pause-ms",
+        type=int,
+        default=round(EndpointConfig.onset_s * 1000),
+        help="voiced sound over the reply this long pauses it at once (resumed if it is not speech)",
+    )
+    local = p.add_argument_group("microphone and speaker (the default mode)")
+    local.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
+    local.add_argument("--input-device", help="microphone: a number or a name from --list-devices")
+    local.add_argument("--output-device", help="speaker: a number or a name from --list-devices")
+    local.add_argument("--device-rate", type=int, help="sample rate to open the devices at (default: theirs)")
+    stored = p.add_argument_group("conversations")
+    stored.add_argument(
+        "--db", type=Path, help="where conversations are kept (default: $VOICE_DB or ~/.local/share/voice)"
+    )
+    stored.add_argument("--session", help="resume this stored conversation (python -m voice.history list)")
+    serve_opts = p.add_argument_group("server (--serve)")
+    serve_opts.add_argument("--serve", action="store_true", help="serve WebSocket clients and the browser page")
+    serve_opts.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve_opts.add_argument("--port", type=int, default=8765)
+    serve_opts.add_argument("--token", default=os.environ.get("VOICE_TOKEN"), help="clients must send it (VOICE_TOKEN)")
+    serve_opts.add_argument(
+        "--allow-origin", action="append", default=[], help="a browser origin allowed besides the server's own"
+    )
+    serve_opts.add_argument("--max-sessions", type=int, default=8)
+    serve_opts.add_argument("--idle-timeout", type=float, default=300.0, help="seconds without a message")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics")
+    p.add_argument("--log-json", action="store_true", help="log every event as a JSON line on stderr")
+    p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
+    return p
+
+
+def fail(message: str) -> int:
+    print(f"voice.run: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    from transport.echo_path import EchoPath
+    from transport.files import write_wav
+    from transport.replay import replay
+
+    t0 = time.monotonic()
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    cold = time.monotonic() - t0
+    loads = ", ".join(f"{k} {v:.1f} s" for k, v in engines.load_times.items())
+    print(f"ready in {cold:.1f} s ({loads})", file=sys.stderr, flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
+    sinks: list[EventSink] = [log]
+    if args.metrics_port is not None:
+        metrics = PipelineMetrics()
+        serve(metrics, args.metrics_port)
+        print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
+        sinks.append(metrics.sink("replay"))
+    if args.log_json:
+        sinks.append(event_logger("replay"))
+    history, session_id, store = None, None, None
+    if args.db is not None or args.session is not None:  # kept in the store (else only in out/)
+        from voice.app.store import SessionError, StoreError, open_history
+
+        store = open_store(args)
+        if store is not None:
+            try:
+                session_id, history, _ = open_history(
+                    store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
+                )
+            except SessionError as e:
+                await engines.aclose()
+                return fail(f"{e} (python -m voice.history list shows the stored ones)")
+            except StoreError as e:
+                print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+    clock = VirtualClock() if args.fast else MonotonicClock()
+    session = Session(engines, clock, session_cfg, fan_out(*sinks), history, lockstep=args.fast)
+    try:
+        echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
+        result = await replay(session, audio, settle=args.fast, echo=echo)
+    finally:
+        await session.aclose()
+        log.close()
+        await engines.aclose()
+        if store is not None:
+            store.close()
+    write_wav(args.out / "reply.wav", result.reply, engines.output_rate)
+    transcript = session.history.to_json()
+    (args.out / "transcript.json").write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
+    turns = turn_latencies(log.events)
+    print()
+    print("transcript:")
+    for turn in transcript:
+        print(f"  {turn['role']:>9}: {turn['text']}")
+    print()
+    print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {cold:.1f} s, not included):")
+    print(format_table(turns))
+    print(f"\nwrote {args.out}/reply.wav, events.jsonl, transcript.json")
+    if session_id is not None:
+        print(f"saved as {session_id} (go on with --session {session_id[:8]}…; python -m voice.history show)")
+    return 1 if session.errors else 0
+
+
+async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    import signal
+
+    from transport.protocol import Limits
+    from transport.ws_server import ServerConfig, VoiceServer
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token or None,
+        allow_origins=tuple(args.allow_origin),
+        max_sessions=args.max_sessions,
+        limits=Limits(idle_timeout_s=args.idle_timeout),
+        session=session_cfg,
+    )
+    try:
+        config.check()
+    except ValueError as e:
+        return fail(str(e))
+    t0 = time.monotonic()
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    metrics = PipelineMetrics()
+    if args.metrics_port is not None:
+        serve(metrics, args.metrics_port)
+    hook = None
+    if args.log_json:
+
+        def hook(session_id: str, event: dict[str, Any]) -> None:
+            event_logger(session_id)(event)
+
+    store = open_store(args)
+    server = VoiceServer(engines, config, metrics, on_event=hook, store=store)
+    try:
+        await server.start()
+    except OSError as e:
+        await engines.aclose()
+        return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    print(f"ready in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
+          f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        print("shutting down ...", file=sys.stderr, flush=True)
+        await server.close()
+        await engines.aclose()
+        if store is not None:
+            store.close()
+    return 0
+
+
+def _device(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.isdigit() else value
+
+
+def open_store(args: argparse.Namespace):
+    """The conversation store, or None (with a one-line warning) when it cannot be used."""
+    from voice.app.store import ConversationStore, StoreError, default_db_path
+
+    path = args.db or default_db_path()
+    try:
+        return ConversationStore.open(path)
+    except StoreError as e:
+        print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+        return None
+
+
+async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+    import signal
+
+    from transport.local import LocalAudio
+    from transport.sound import AudioDeviceError, DeviceChoice, SoundCard
+    from voice.app.store import SessionError, StoreError, open_history
+    from voice.app.terminal import TerminalView
+
+    devices = DeviceChoice(_device(args.input_device), _device(args.output_device), args.device_rate)
+    try:  # the devices first: a missing microphone is said before a minute of loading
+        card = SoundCard(devices, engine_cfg.output_rate)
+    except AudioDeviceError as e:
+        return fail(str(e))
+    store = open_store(args)
+    history = None
+    session_id = None
+    if store is not None:
+        try:
+            session_id, history, _ = open_history(
+                store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
+            )
+        except SessionError as e:
+            card.close()
+            return fail(f"{e} (python -m voice.history list shows the stored ones)")
+        except StoreError as e:
+            print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+    view = TerminalView()
+    print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
+    print("loading engines ...", file=sys.stderr, flush=True)
+    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    if history is not None and history.turns:
+        view.message(f"(resuming: {len(history.turns)} turns so far)")
+    local: LocalAudio | None = None
+
+    def on_event(event: dict[str, Any]) -> None:
+        if local is not None:
+            local.event(event)
+        view.event(event)
+
+    sinks: list[EventSink] = [on_event]
+    if args.log_json:
+        sinks.append(event_logger(session_id or "local"))
+    session = Session(engines, MonotonicClock(), session_cfg, fan_out(*sinks), history, reports_playback=True)
+    local = LocalAudio(session, card)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def meter() -> None:
+        while not stop.is_set():
+            view.level(local.level_db)
+            view.render()
+            await asyncio.sleep(0.1)
+
+    code = 0
+    meter_task = asyncio.create_task(meter())
+    try:
+        await local.run(stop, hearing=lambda: view.message("listening — speak; Ctrl+C to end"))
+    except AudioDeviceError as e:
+        view.close()
+        print(f"voice.run: {e}", file=sys.stderr)
+        code = 1
+    finally:
+        meter_task.cancel()
+        card.close()
+        await session.aclose()
+        await engines.aclose()
+        view.close()
+        if store is not None:
+            store.close()
+    if session_id is not None:
+        print(f"saved as {session_id} (python -m voice.history show {session_id[:8]})", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+    if args.log_json:
+        use_json_logs()
+        if not args.verbose:  # the pipeline's events and errors, not every library's chatter
+            for name in ("vllm", "faster_whisper", "httpx"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+    else:
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.list_devices:
+        from transport.sound import AudioDeviceError, list_devices
+
+        try:
+            print(list_devices())
+        except AudioDeviceError as e:
+            return fail(str(e))
+        return 0
+    audio = None
+    if args.replay is not None:
+        try:
+            audio = load_audio(args.replay)
+        except AudioInputError as e:
+            return fail(str(e))
+    urls = args.llm_url or []
+    engine_cfg = EngineConfig(
+        asr_model=args.asr_model,
+        partial_model=None if args.partial_model == "none" else args.partial_model,
+        voice=args.voice,
+        llm_model=args.llm_model,
+        llm_url=urls[0] if urls else None,
+        llm_urls=tuple(urls[1:]),
+        llm_compile=args.llm_compile,
+        device=args.device,
+        asr_window_pad_s=None if args.asr_full_window else EngineConfig.asr_window_pad_s,
+        output_rate=args.output_rate,
+        generation=GenerationConfig(max_tokens=args.max_tokens),
+    )
+    endpoint = EndpointConfig(
+        threshold=args.vad_threshold,
+        min_speech_s=args.min_speech_ms / 1000,
+        hangover_s=args.hangover_ms / 1000,
+        preroll_s=args.preroll_ms / 1000,
+        onset_s=args.pause_ms / 1000,
+    )
+    session_cfg = SessionConfig(
+        endpoint=endpoint,
+        barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
+        echo_cancel=not args.no_aec,
+        early_final_s=None if args.no_early_final else SessionConfig.early_final_s,
+    )
+    if args.system_prompt is not None:
+        session_cfg = dataclasses.replace(session_cfg, system_prompt=args.system_prompt)
+    try:
+        engine_cfg.check_models()
+    except MissingModelError as e:
+        return fail(str(e))
+    try:
+        if args.serve:
+            return asyncio.run(run_serve(args, engine_cfg, session_cfg))
+        if audio is None:
+            return asyncio.run(run_local(args, engine_cfg, session_cfg))
+        return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The conversation so far: finalized turns only.
+
+A user turn is added at the ASR final, an assistant turn when its playback
+ended (or, later, when it was cut). What is still in flight lives in the
+playback ledger, never here, so nothing partial can be stored as final.
+
+A :class:`HistoryListener` hears of every turn added, changed (a finished
+reply cut after the fact) and removed: that is how turns are persisted
+(``voice.app.store.TurnRecorder``) without the conversation knowing of a store.
+
+``python -m voice.history list|show ID|export ID`` reads the stored
+conversations (``voice/history_cli.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+log = logging.getLogger(__name__)
+
+Role = Literal["user", "assistant"]
+
+# An assistant turn the person cut off is sent to the LLM as the words they
+# heard followed by this marker, so that the model knows it was interrupted
+# there (and neither repeats nor assumes the unheard rest).
+INTERRUPTED_MARKER = " [interrupted by the user]"
+
+
+@dataclass
+class Turn:
+    role: Role
+    text: str
+    t_start: float | None = None  # seconds on the session's timeline
+    t_end: float | None = None
+    generated_text: str | None = None  # assistant: everything the LLM produced
+    interrupted: bool = False
+    response: int | None = None  # assistant: the reply's id in its session
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        d.update(extra)
+        return {k: v for k, v in d.items() if (v is not None and v is not False) or k == "text"}
+
+
+class HistoryListener(Protocol):
+    """Told of each change to a :class:`History`, after it was made."""
+
+    def added(self, turn: Turn) -> None: ...
+
+    def changed(self, turn: Turn) -> None: ...
+
+    def removed(self, turn: Turn) -> None: ...
+
+
+@dataclass
+class History:
+    turns: list[Turn] = field(default_factory=list)
+    # Hears of every turn added, changed and removed. What it raises is logged
+    # and goes no further: a failing listener never breaks the conversation.
+    listener: HistoryListener | None = field(default=None, repr=False, compare=False)
+
+    def add(self, turn: Turn) -> Turn:
+        if not turn.text.strip():
+            raise ValueError("an empty turn is not stored")
+        self.turns.append(turn)
+        self._tell("added", turn)
+        return turn
+
+    def changed(self, turn: Turn) -> None:
+        """``turn`` (one of ours) was modified in place, e.g. cut to the words heard."""
+        if any(t is turn for t in self.turns):
+            self._tell("changed", turn)
+
+    def remove(self, turn: Turn) -> None:
+        """Take back a turn: only for an assistant turn the client says was never heard."""
+        kept = [t for t in self.turns if t is not turn]
+        if len(kept) == len(self.turns):
+            return
+        self.turns = kept
+        self._tell("removed", turn)
+
+    def _tell(self, what: str, turn: Turn) -> None:
+        if self.listener is None:
+            return
+        try:
+            getattr(self.listener, what)(turn)
+        except Exception:
+            log.exception("history listener failed on a turn %s", what)
+
+    def messages(self, system_prompt: str | None) -> list[dict[str, str]]:
+        """Chat messages for the next LLM request."""
+        out: list[dict[str, str]] = []
+        if system_prompt:
+            out.append({"role": "system", "content": system_prompt})
+        for t in self.turns:
+            content = t.text + INTERRUPTED_MARKER if t.interrupted else t.text
+            out.append({"role": t.role, "content": content})
+        return out
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [t.to_json() for t in self.turns]
