@@ -1,0 +1,200 @@
+"""The pipeline's typed events: one of each on the wire, read back, and the registry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from voice.core.events import (
+    EVENTS,
+    AsrFinal,
+    AsrPartial,
+    Backchannel,
+    BargeIn,
+    Error,
+    Event,
+    EventError,
+    InterruptionCheck,
+    LlmCancelled,
+    LlmDone,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStart,
+    PlaybackStopped,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsCancelled,
+    TtsChunk,
+    TurnEnd,
+    event_from_json,
+)
+
+# One of each event (two where a field is sometimes left out, or null), and its
+# events.jsonl line as the pipeline has always written it (json.dumps with
+# ensure_ascii=False): keys in this order, numbers at this precision.
+WIRE: list[tuple[Event, str]] = [
+    (
+        SpeechStart(1.23456, onset=0.98765, utterance=1),
+        '{"t": 1.2346, "type": "speech_start", "onset": 0.988, "utterance": 1}',
+    ),
+    (
+        SpeechEnd(2.5, end=2.0, utterance=1),
+        '{"t": 2.5, "type": "speech_end", "end": 2.0, "utterance": 1}',
+    ),
+    (
+        SpeechEnd(6.5, end=6.0, utterance=2, level_db=-23.456, background_db=-51.04),
+        '{"t": 6.5, "type": "speech_end", "end": 6.0, "utterance": 2, "level_db": -23.5, "background_db": -51.0}',
+    ),
+    (
+        AsrPartial(1.5, text="what time", stable="what"),
+        '{"t": 1.5, "type": "asr_partial", "text": "what time", "stable": "what"}',
+    ),
+    (
+        AsrFinal(2.9, text="what time is it", utterance=1),
+        '{"t": 2.9, "type": "asr_final", "text": "what time is it", "utterance": 1}',
+    ),
+    (
+        ResponseStart(2.9, response=1, utterance=1, text="what time is it"),
+        '{"t": 2.9, "type": "response_start", "response": 1, "utterance": 1, "text": "what time is it"}',
+    ),
+    (
+        LlmFirstToken(3.1, response=1),
+        '{"t": 3.1, "type": "llm_first_token", "response": 1}',
+    ),
+    (
+        TtsChunk(3.3, response=1, chunk=1, text="It's noon — café time."),
+        '{"t": 3.3, "type": "tts_chunk", "response": 1, "chunk": 1, "text": "It\'s noon — café time."}',
+    ),
+    (
+        LlmDone(3.5, response=1, tokens=12),
+        '{"t": 3.5, "type": "llm_done", "response": 1, "tokens": 12}',
+    ),
+    (
+        LlmDone(3.5, response=1, tokens=3, error="LLMError: gone"),
+        '{"t": 3.5, "type": "llm_done", "response": 1, "tokens": 3, "error": "LLMError: gone"}',
+    ),
+    (
+        PlaybackStart(3.32, response=1),
+        '{"t": 3.32, "type": "playback_start", "response": 1}',
+    ),
+    (
+        PlaybackEnd(5.0, response=1),
+        '{"t": 5.0, "type": "playback_end", "response": 1}',
+    ),
+    (
+        TurnEnd(5.0, response=1, text="It's noon."),
+        '{"t": 5.0, "type": "turn_end", "response": 1, "text": "It\'s noon."}',
+    ),
+    (
+        TurnEnd(4.6, response=1, text="It's", interrupted=True),
+        '{"t": 4.6, "type": "turn_end", "response": 1, "text": "It\'s", "interrupted": true}',
+    ),
+    (
+        PlaybackPaused(4.0, response=1, utterance=None),
+        '{"t": 4.0, "type": "playback_paused", "response": 1, "utterance": null}',
+    ),
+    (
+        PlaybackPaused(4.2, response=1, utterance=2),
+        '{"t": 4.2, "type": "playback_paused", "response": 1, "utterance": 2}',
+    ),
+    (
+        InterruptionCheck(4.6, utterance=2, text="stop please", no_speech_prob=0.1234),
+        '{"t": 4.6, "type": "interruption_check", "utterance": 2, "text": "stop please", "no_speech_prob": 0.12}',
+    ),
+    (
+        InterruptionCheck(4.6, utterance=2, text="", no_speech_prob=0.9, level_db=-20.04, background_db=-48.96),
+        '{"t": 4.6, "type": "interruption_check", "utterance": 2, "text": "", "no_speech_prob": 0.9,'
+        ' "level_db": -20.0, "background_db": -49.0}',
+    ),
+    (
+        Backchannel(4.7, utterance=2, text="okay"),
+        '{"t": 4.7, "type": "backchannel", "utterance": 2, "text": "okay"}',
+    ),
+    (
+        Backchannel(4.7, utterance=None, text="mm"),
+        '{"t": 4.7, "type": "backchannel", "utterance": null, "text": "mm"}',
+    ),
+    (
+        PlaybackResumed(4.7, response=1, reason="backchannel"),
+        '{"t": 4.7, "type": "playback_resumed", "response": 1, "reason": "backchannel"}',
+    ),
+    (  # paused_at is the core's own time, logged as it is
+        BargeIn(4.6, response=1, utterance=2, reason="words", paused_at=4.0200000000000005, tokens=9),
+        '{"t": 4.6, "type": "barge_in", "response": 1, "utterance": 2, "reason": "words",'
+        ' "paused_at": 4.0200000000000005, "tokens": 9}',
+    ),
+    (
+        LlmCancelled(4.6, response=1),
+        '{"t": 4.6, "type": "llm_cancelled", "response": 1}',
+    ),
+    (
+        TtsCancelled(4.6, response=1, chunks_dropped=2),
+        '{"t": 4.6, "type": "tts_cancelled", "response": 1, "chunks_dropped": 2}',
+    ),
+    (
+        PlaybackStopped(4.6, response=1),
+        '{"t": 4.6, "type": "playback_stopped", "response": 1}',
+    ),
+    (
+        Truncate(4.6, response=1, audio_end_ms=700, text="It's"),
+        '{"t": 4.6, "type": "truncate", "response": 1, "audio_end_ms": 700, "text": "It\'s"}',
+    ),
+    (
+        Error(1.00004, where="tts", message="boom"),
+        '{"t": 1.0, "type": "error", "where": "tts", "message": "boom"}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), WIRE, ids=lambda v: v.type if isinstance(v, Event) else "")
+def test_each_event_is_written_as_it_always_was(event, line):
+    assert json.dumps(event.to_json(), ensure_ascii=False) == line
+
+
+def test_every_event_type_has_a_wire_example():
+    assert {type(e) for e, _ in WIRE} == set(EVENTS.values())
+
+
+@pytest.mark.parametrize(("event", "line"), WIRE, ids=lambda v: v.type if isinstance(v, Event) else "")
+def test_each_event_reads_back(event, line):
+    assert event_from_json(event.to_json()) == event
+    back = event_from_json(json.loads(line))
+    assert back == event and type(back) is type(event)
+    assert json.dumps(back.to_json(), ensure_ascii=False) == line
+
+
+def test_the_registry_has_every_event_once_under_its_type():
+    assert all(cls.type == kind for kind, cls in EVENTS.items())
+    assert set(Event.__subclasses__()) == set(EVENTS.values())
+    assert len(EVENTS) == 21
+
+
+def test_numbers_are_rounded_when_the_event_is_made():
+    e = SpeechEnd(2.123456, end=1.98765, utterance=1, level_db=-20.04)
+    assert (e.t, e.end, e.level_db, e.background_db) == (2.1235, 1.988, -20.0, None)
+    assert InterruptionCheck(1.0, utterance=1, text="", no_speech_prob=0.456).no_speech_prob == 0.46
+
+
+def test_events_are_frozen():
+    e = TurnEnd(1.0, response=1, text="hi")
+    with pytest.raises(AttributeError):
+        e.text = "bye"  # type: ignore[misc]
+
+
+def test_an_unknown_type_is_a_clear_error():
+    with pytest.raises(EventError, match=r"unknown event type 'speech_begin' \(known: speech_start, "):
+        event_from_json({"t": 1.0, "type": "speech_begin", "onset": 0.5, "utterance": 1})
+    with pytest.raises(EventError, match="unknown event type None"):
+        event_from_json({"t": 1.0})
+
+
+def test_a_missing_or_unknown_field_is_a_clear_error():
+    with pytest.raises(EventError, match="speech_start needs utterance"):
+        event_from_json({"t": 1.0, "type": "speech_start", "onset": 0.5})
+    with pytest.raises(EventError, match="speech_start has no field utterence"):
+        event_from_json({"t": 1.0, "type": "speech_start", "onset": 0.5, "utterence": 1})

@@ -1,0 +1,344 @@
+"""The pipeline's events: what happened in a session, for whoever observes it.
+
+Each event is a small frozen record, after h11's ``_events.py``: its class
+says what happened, its ``type`` is the name it has on the wire, and its
+fields are typed. The core (:mod:`voice.core.turns`) and the session make
+them; the observers (``events.jsonl``, ``--log-json``, the metrics, the
+terminal, the two WebSocket dialects) read them and never steer the
+pipeline with them. Dispatching on the class instead of on a string means a
+renamed or misspelt event is an import error or a failed test, not an event
+that nobody handles any more.
+
+:meth:`Event.to_json` is the one serializer: ``{"t", "type", then the fields
+in the order they are declared}``, exactly the objects that ``events.jsonl``
+and ``--log-json`` have always held (docs/protocol.md and the README list
+them). :func:`event_from_json` reads one back.
+
+Numbers are rounded when the event is made, to the precision they are
+logged with (``t`` to 0.1 ms, speech edges to 1 ms, levels to 0.1 dB), so an
+observer reads what the log says. A field made with :func:`optional` is left
+out of the JSON while it holds its default (a level not measured, no LLM
+error, a reply not interrupted); every other field is always written, null
+included (``playback_paused`` before the speech is confirmed has
+``"utterance": null``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Literal
+
+# Why a reply was cut: the person's words, the client's cancel, the client's
+# truncate, the connection closing.
+BargeInReason = Literal["words", "client", "truncate", "closed"]
+# Why a paused reply played on: no words (a cough, a click, noise), or a backchannel.
+ResumeReason = Literal["noise", "backchannel"]
+
+
+def rounded(digits: int) -> Any:
+    """A number kept (and logged) to ``digits`` decimals."""
+    return field(metadata={"digits": digits})
+
+
+def optional(default: Any = None, digits: int | None = None) -> Any:
+    """A field left out of the JSON while it holds ``default``."""
+    return field(default=default, metadata={"optional": True, "digits": digits})
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened at ``t``, seconds on the session's timeline."""
+
+    type: ClassVar[str] = ""
+    t: float = rounded(4)
+
+    def __post_init__(self) -> None:
+        for name, digits, _ in _layout(type(self)):
+            value = getattr(self, name)
+            if digits is not None and value is not None:
+                object.__setattr__(self, name, round(value, digits))
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as its JSON object: ``t``, ``type``, then the fields."""
+        out: dict[str, Any] = {"t": self.t, "type": self.type}
+        for name, _, omit in _layout(type(self))[1:]:
+            value = getattr(self, name)
+            if omit is MISSING or value != omit:
+                out[name] = value
+        return out
+
+
+@functools.cache
+def _layout(cls: type[Event]) -> tuple[tuple[str, int | None, Any], ...]:
+    """Each field's name, its decimals (None: as it is) and the value it is left out at (MISSING: never)."""
+    return tuple(
+        (f.name, f.metadata.get("digits"), f.default if f.metadata.get("optional") else MISSING) for f in fields(cls)
+    )
+
+
+# -- the person --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechStart(Event):
+    """The VAD confirmed speech that began at ``onset`` (pre-roll excluded)."""
+
+    type: ClassVar[str] = "speech_start"
+    onset: float = rounded(3)
+    utterance: int
+
+
+@dataclass(frozen=True)
+class SpeechEnd(Event):
+    """The endpoint: utterance ``utterance`` really ended at ``end``; at ``t``
+    enough silence had followed. ``level_db``: the loudness of its voiced
+    frames; ``background_db``: the microphone's without speech during a reply."""
+
+    type: ClassVar[str] = "speech_end"
+    end: float = rounded(3)
+    utterance: int
+    level_db: float | None = optional(digits=1)
+    background_db: float | None = optional(digits=1)
+
+
+@dataclass(frozen=True)
+class AsrPartial(Event):
+    """A hypothesis while the person speaks; ``stable``: the prefix that no longer changes."""
+
+    type: ClassVar[str] = "asr_partial"
+    text: str
+    stable: str
+
+
+@dataclass(frozen=True)
+class AsrFinal(Event):
+    """The final transcript of an utterance ("": no words)."""
+
+    type: ClassVar[str] = "asr_final"
+    text: str
+    utterance: int
+
+
+@dataclass(frozen=True)
+class InterruptionCheck(Event):
+    """The words of speech over the reply so far, and what Whisper and the levels made of them."""
+
+    type: ClassVar[str] = "interruption_check"
+    utterance: int
+    text: str
+    no_speech_prob: float = rounded(2)
+    level_db: float | None = optional(digits=1)
+    background_db: float | None = optional(digits=1)
+
+
+@dataclass(frozen=True)
+class Backchannel(Event):
+    """A backchannel ("uh-huh", "okay") over the reply: not an interruption, not a turn."""
+
+    type: ClassVar[str] = "backchannel"
+    utterance: int | None
+    text: str
+
+
+# -- the assistant -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResponseStart(Event):
+    """The assistant starts answering ``text`` (utterance ``utterance``): the LLM request."""
+
+    type: ClassVar[str] = "response_start"
+    response: int
+    utterance: int
+    text: str
+
+
+@dataclass(frozen=True)
+class LlmFirstToken(Event):
+    type: ClassVar[str] = "llm_first_token"
+    response: int
+
+
+@dataclass(frozen=True)
+class TtsChunk(Event):
+    """The first audio of chunk ``chunk`` (a sentence or phrase) is synthesized and queued."""
+
+    type: ClassVar[str] = "tts_chunk"
+    response: int
+    chunk: int
+    text: str
+
+
+@dataclass(frozen=True)
+class LlmDone(Event):
+    """Generation ended, with ``tokens`` generated (``error``: how it failed)."""
+
+    type: ClassVar[str] = "llm_done"
+    response: int
+    tokens: int
+    error: str | None = optional()
+
+
+@dataclass(frozen=True)
+class PlaybackStart(Event):
+    """The reply's first sample was played."""
+
+    type: ClassVar[str] = "playback_start"
+    response: int
+
+
+@dataclass(frozen=True)
+class PlaybackEnd(Event):
+    """The reply's last sample was played."""
+
+    type: ClassVar[str] = "playback_end"
+    response: int
+
+
+@dataclass(frozen=True)
+class TurnEnd(Event):
+    """The reply is over and stored as ``text`` (what was played; "": nothing, not stored)."""
+
+    type: ClassVar[str] = "turn_end"
+    response: int
+    text: str
+    interrupted: bool = optional(False)
+
+
+# -- barge-in ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaybackPaused(Event):
+    """Sound over the reply: playback paused while it is judged (``utterance``
+    None until the VAD confirms it is speech)."""
+
+    type: ClassVar[str] = "playback_paused"
+    response: int
+    utterance: int | None
+
+
+@dataclass(frozen=True)
+class PlaybackResumed(Event):
+    """What paused the reply was not an interruption: it plays on from where it paused."""
+
+    type: ClassVar[str] = "playback_resumed"
+    response: int
+    reason: ResumeReason
+
+
+@dataclass(frozen=True)
+class BargeIn(Event):
+    """The reply is cut: generation and synthesis stop, at ``t``; it was paused
+    at ``paused_at``, after ``tokens`` tokens (``utterance``: the speech that
+    cut it, None for a client's cancel)."""
+
+    type: ClassVar[str] = "barge_in"
+    response: int
+    utterance: int | None
+    reason: BargeInReason
+    paused_at: float
+    tokens: int
+
+
+@dataclass(frozen=True)
+class LlmCancelled(Event):
+    """The LLM request of a cut reply was aborted while it was generating."""
+
+    type: ClassVar[str] = "llm_cancelled"
+    response: int
+
+
+@dataclass(frozen=True)
+class TtsCancelled(Event):
+    """Synthesis of a cut reply stopped; ``chunks_dropped`` chunks were never started."""
+
+    type: ClassVar[str] = "tts_cancelled"
+    response: int
+    chunks_dropped: int
+
+
+@dataclass(frozen=True)
+class PlaybackStopped(Event):
+    """The queued reply audio was dropped: the speaker is to flush its buffer."""
+
+    type: ClassVar[str] = "playback_stopped"
+    response: int
+
+
+@dataclass(frozen=True)
+class Truncate(Event):
+    """Reply ``response`` was heard only for its first ``audio_end_ms``: ``text``."""
+
+    type: ClassVar[str] = "truncate"
+    response: int
+    audio_end_ms: int
+    text: str
+
+
+# -- errors ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Error(Event):
+    """Something failed in ``where`` (an engine, a task); the session goes on.
+
+    An event, not an exception: the failure was caught and is reported."""
+
+    type: ClassVar[str] = "error"
+    where: str
+    message: str
+
+
+# Every event, by its type. Order: as a turn goes.
+EVENTS: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        SpeechStart,
+        SpeechEnd,
+        AsrPartial,
+        AsrFinal,
+        ResponseStart,
+        LlmFirstToken,
+        TtsChunk,
+        LlmDone,
+        PlaybackStart,
+        PlaybackEnd,
+        TurnEnd,
+        PlaybackPaused,
+        InterruptionCheck,
+        Backchannel,
+        PlaybackResumed,
+        BargeIn,
+        LlmCancelled,
+        TtsCancelled,
+        PlaybackStopped,
+        Truncate,
+        Error,
+    )
+}
+
+
+class EventError(ValueError):
+    """A JSON object that is not one of the events above."""
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """The event that :meth:`Event.to_json` wrote as ``data``.
+
+    Raises :class:`EventError` for a ``type`` that is no event, a
+    missing field, or a field the event does not have.
+    """
+    kind = data.get("type")
+    cls = EVENTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise EventError(f"unknown event type {kind!r} (known: {', '.join(EVENTS)})")
+    names = [f.name for f in fields(cls)]
+    extra = data.keys() - {*names, "type"}
+    if extra:
+        raise EventError(f"{kind} has no field {', '.join(sorted(extra))} (its fields: {', '.join(names)})")
+    missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in data]
+    if missing:
+        raise EventError(f"{kind} needs {', '.join(missing)}")
+    return cls(**{k: v for k, v in data.items() if k != "type"})
