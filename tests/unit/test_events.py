@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +35,8 @@ from voice.core.events import (
     TurnEnd,
     event_from_json,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # One of each event (two where a field is sometimes left out, or null), and its
 # events.jsonl line as the pipeline has always written it (json.dumps with
@@ -198,3 +202,29 @@ def test_a_missing_or_unknown_field_is_a_clear_error():
         event_from_json({"t": 1.0, "type": "speech_start", "onset": 0.5})
     with pytest.raises(EventError, match="speech_start has no field utterence"):
         event_from_json({"t": 1.0, "type": "speech_start", "onset": 0.5, "utterence": 1})
+
+
+def _constructed_events(path: Path) -> tuple[set[str], set[str]]:
+    """The classes that ``path`` makes events of (called by name), and those it emits directly."""
+    tree = ast.parse(path.read_text())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    made = {n.func.id for n in calls if isinstance(n.func, ast.Name)}
+    emits = [
+        n.args[0]
+        for n in calls
+        if (isinstance(n.func, ast.Name) and n.func.id == "Emit")
+        or (isinstance(n.func, ast.Attribute) and n.func.attr == "_emit")
+    ]
+    emitted = {a.func.id for a in emits if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
+    return made, emitted
+
+
+def test_every_event_the_core_and_the_session_emit_is_registered():
+    names = {cls.__name__ for cls in EVENTS.values()}
+    made, emitted = set(), set()
+    for path in (ROOT / "voice/core/turns.py", ROOT / "voice/shell/session.py"):
+        m, e = _constructed_events(path)
+        made |= m
+        emitted |= e
+    assert emitted and emitted <= names
+    assert made & names == names  # and no registered event is left that nothing makes

@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from voice.core.events import (
+    AsrFinal,
+    Backchannel,
+    BargeIn,
+    Event,
+    InterruptionCheck,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackPaused,
+    PlaybackStart,
+    PlaybackStopped,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
 from voice.core.history import INTERRUPTED_MARKER
 from voice.core.ledger import Word
 from voice.core.turns import (
@@ -18,9 +38,15 @@ from voice.core.turns import (
     TranscribeFinal,
 )
 
+E = TypeVar("E", bound=Event)
 
-def emitted(commands) -> list[str]:
-    return [c.type for c in commands if isinstance(c, Emit)]
+
+def emitted(commands) -> list[type[Event]]:
+    return [type(c.event) for c in commands if isinstance(c, Emit)]
+
+
+def events(kind: type[E], commands) -> list[E]:
+    return [c.event for c in commands if isinstance(c, Emit) and isinstance(c.event, kind)]
 
 
 def of(kind, commands):
@@ -38,7 +64,7 @@ def test_a_full_turn():
     conv = Conversation("be brief")
     assert conv.state is State.LISTENING
     cmds = conv.speech_started(0.1, 0.35)
-    assert emitted(cmds) == ["speech_start"] and conv.state is State.USER_SPEAKING
+    assert emitted(cmds) == [SpeechStart] and conv.state is State.USER_SPEAKING
     cmds = conv.speech_ended(1.0, 1.5)
     (tf,) = of(TranscribeFinal, cmds)
     assert (tf.onset, tf.end) == (0.1, 1.0) and conv.state is State.THINKING
@@ -49,22 +75,22 @@ def test_a_full_turn():
         {"role": "user", "content": "what time is it"},
     ]
     r = start.response
-    assert emitted(conv.llm_delta(r, "It is", 1.7)) == ["llm_first_token"]
+    assert emitted(conv.llm_delta(r, "It is", 1.7)) == [LlmFirstToken]
     (syn,) = of(Synthesize, conv.llm_delta(r, " noon. And", 1.8))
     assert syn.text == "It is noon."
     assert emitted(
         conv.tts_audio(
             r, syn.chunk, "It is noon.", 100, [Word("It", 20), Word("is", 50), Word("noon.", 100)], 1.9, True
         )
-    ) == ["tts_chunk"]
+    ) == [TtsChunk]
     conv.tts_done(r, syn.chunk, 1.9)
-    assert emitted(conv.played(60, 2.0)) == ["playback_start"] and conv.state is State.SPEAKING
+    assert emitted(conv.played(60, 2.0)) == [PlaybackStart] and conv.state is State.SPEAKING
     (syn2,) = of(Synthesize, conv.llm_done(r, 2.0))
     assert syn2.text == "And"
     conv.tts_audio(r, syn2.chunk, "And", 40, [Word("And", 40)], 2.1, True)
     conv.tts_done(r, syn2.chunk, 2.1)
     assert conv.played(40, 2.1) == []  # 100 of 140 samples played
-    assert emitted(conv.played(40, 2.2)) == ["playback_end", "turn_end"]
+    assert emitted(conv.played(40, 2.2)) == [PlaybackEnd, TurnEnd]
     assert conv.state is State.LISTENING
     assert [(t.role, t.text) for t in conv.history.turns] == [
         ("user", "what time is it"),
@@ -121,7 +147,7 @@ def test_speech_over_the_reply_pauses_it_at_once():
     conv = Conversation()
     speaking(conv, played=150)
     cmds = conv.speech_started(2.5, 2.7)
-    assert of(PausePlayback, cmds) and "playback_paused" in emitted(cmds)
+    assert of(PausePlayback, cmds) and PlaybackPaused in emitted(cmds)
     assert conv.state is State.PAUSED
     assert conv.played(0, 2.72) == []  # nothing more is played, nothing finishes
 
@@ -137,9 +163,9 @@ def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
     assert conv.speech_continues(3.2) == []  # one check at a time
     cmds = conv.interruption_checked(check.utterance, "what about", 3.2)
     assert of(CancelResponse, cmds) == [CancelResponse(r)]
-    assert emitted(cmds) == ["interruption_check", "barge_in", "playback_stopped", "truncate", "turn_end"]
-    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
-    assert trunc.fields["text"] == "It is noon." and trunc.fields["audio_end_ms"] == round(260 / 24)
+    assert emitted(cmds) == [InterruptionCheck, BargeIn, PlaybackStopped, Truncate, TurnEnd]
+    (trunc,) = events(Truncate, cmds)
+    assert trunc.text == "It is noon." and trunc.audio_end_ms == round(260 / 24)
     last = conv.history.turns[-1]
     assert (last.text, last.interrupted) == ("It is noon.", True)
     assert last.generated_text == "It is noon. The sun is high."
@@ -159,7 +185,7 @@ def test_an_onset_pauses_early_and_a_dropped_onset_resumes():
     assert of(PausePlayback, cmds) and conv.state is State.PAUSED
     assert conv.speech_onset(2.6, 2.7) == []  # paused already
     cmds = conv.onset_dropped(2.9)
-    assert of(ResumePlayback, cmds) and "backchannel" not in emitted(cmds)
+    assert of(ResumePlayback, cmds) and Backchannel not in emitted(cmds)
     assert conv.state is State.SPEAKING and conv.response.id == r
     assert [t.role for t in conv.history.turns] == ["user"]
 
@@ -174,9 +200,9 @@ def test_confirmed_speech_keeps_the_early_pause_and_what_was_heard_before_it():
     assert conv.onset_dropped(2.8) == []  # the speech is judged by its words now
     (check,) = of(CheckInterruption, conv.speech_continues(3.2))
     cmds = conv.interruption_checked(check.utterance, "stop please", 3.3)
-    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
-    assert trunc.fields["audio_end_ms"] == round(120 / 24)
-    assert trunc.fields["text"] == "It"
+    (trunc,) = events(Truncate, cmds)
+    assert trunc.audio_end_ms == round(120 / 24)
+    assert trunc.text == "It"
 
 
 def test_an_onset_without_a_reply_does_nothing():
@@ -190,10 +216,10 @@ def test_a_backchannel_resumes_the_reply_and_is_not_a_turn():
     r = speaking(conv, played=150)
     tf = short_speech_over(conv, 2.9)
     cmds = conv.transcript_final(tf.utterance, "Uh-huh.", 2.5, 2.9, 3.5)
-    assert of(ResumePlayback, cmds) and "backchannel" in emitted(cmds)
+    assert of(ResumePlayback, cmds) and Backchannel in emitted(cmds)
     assert of(CancelResponse, cmds) == [] and of(StartResponse, cmds) == []
     assert conv.state is State.SPEAKING and conv.response.id == r
-    assert "turn_end" in emitted(conv.played(10_000, 4.0))
+    assert TurnEnd in emitted(conv.played(10_000, 4.0))
     assert [t.role for t in conv.history.turns] == ["user", "assistant"]
     assert conv.history.turns[-1].text == "It is noon. The sun is high." and not conv.history.turns[-1].interrupted
 
@@ -268,8 +294,8 @@ def test_nothing_heard_stores_no_assistant_turn():
     conv.speech_started(2.0, 2.2)
     (check,) = of(CheckInterruption, conv.speech_continues(2.7))
     cmds = conv.interruption_checked(check.utterance, "tell me more", 2.8)
-    (trunc,) = [c for c in cmds if isinstance(c, Emit) and c.type == "truncate"]
-    assert trunc.fields["text"] == "" and trunc.fields["audio_end_ms"] == 0
+    (trunc,) = events(Truncate, cmds)
+    assert trunc.text == "" and trunc.audio_end_ms == 0
     assert [t.role for t in conv.history.turns] == ["user"]
 
 
@@ -288,7 +314,7 @@ def test_llm_failure_ends_the_reply_with_what_was_said():
 def test_an_empty_reply_stores_no_assistant_turn():
     conv = Conversation()
     r = answer_one(conv)
-    assert "turn_end" in emitted(conv.llm_done(r, 1.7))
+    assert TurnEnd in emitted(conv.llm_done(r, 1.7))
     assert [t.role for t in conv.history.turns] == ["user"]
     assert conv.state is State.LISTENING
 
@@ -313,7 +339,7 @@ def test_an_early_final_ready_at_the_endpoint_answers_at_once():
     assert conv.early_transcript(tf.utterance, 1.0, "what time is it", 1.4) == []  # not the endpoint yet
     cmds = conv.speech_ended(1.0, 1.5)
     assert of(TranscribeFinal, cmds) == []
-    assert emitted(cmds) == ["speech_end", "asr_final", "response_start"] and of(StartResponse, cmds)
+    assert emitted(cmds) == [SpeechEnd, AsrFinal, ResponseStart] and of(StartResponse, cmds)
     assert conv.history.turns[-1].text == "what time is it"
 
 

@@ -46,6 +46,28 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from voice.core.events import (
+    AsrFinal,
+    Backchannel,
+    BargeIn,
+    BargeInReason,
+    Event,
+    InterruptionCheck,
+    LlmDone,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStart,
+    PlaybackStopped,
+    ResponseStart,
+    ResumeReason,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
 from voice.core.history import History, Turn
 from voice.core.ledger import PlaybackLedger, Word
 from voice.core.sentences import SentenceGrouper
@@ -162,15 +184,6 @@ class BargeInPolicy:
         return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
 
 
-def _levels(level_db: float | None, background_db: float | None) -> dict[str, float]:
-    fields = {}
-    if level_db is not None:
-        fields["level_db"] = round(level_db, 1)
-    if background_db is not None:
-        fields["background_db"] = round(background_db, 1)
-    return fields
-
-
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
 
@@ -237,11 +250,9 @@ class CancelResponse:
 
 @dataclass(frozen=True)
 class Emit:
-    """An event for the log (and, later, for clients)."""
+    """Tell the observers (the log, the metrics, the clients) that ``event`` happened."""
 
-    type: str
-    t: float
-    fields: dict = field(default_factory=dict)
+    event: Event
 
 
 Command = (
@@ -358,7 +369,7 @@ class Conversation:
             return []
         self._hold = _Hold(None, onset, t, r.ledger.played)
         self.state = State.PAUSED
-        return [PausePlayback(), Emit("playback_paused", t, {"response": r.id, "utterance": None})]
+        return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
 
     def onset_dropped(self, t: float) -> list[Command]:
         """The voiced frames of the last :meth:`speech_onset` did not become speech."""
@@ -372,7 +383,7 @@ class Conversation:
         self.user_speaking = True
         self._utterance += 1
         self._onset = onset
-        out: list[Command] = [Emit("speech_start", t, {"onset": round(onset, 3), "utterance": self._utterance})]
+        out: list[Command] = [Emit(SpeechStart(t, onset=onset, utterance=self._utterance))]
         r = self._response
         hold = self._hold
         if r is not None and hold is not None and hold.utterance is None:
@@ -381,7 +392,7 @@ class Conversation:
         elif r is not None and hold is None:
             self._hold = _Hold(self._utterance, onset, t, r.ledger.played)
             self.state = State.PAUSED
-            out += [PausePlayback(), Emit("playback_paused", t, {"response": r.id, "utterance": self._utterance})]
+            out += [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=self._utterance))]
         elif self.state is State.LISTENING:
             self.state = State.USER_SPEAKING
         return out
@@ -454,9 +465,15 @@ class Conversation:
         if hold is None or hold.utterance != utterance:
             return []
         hold.checking = False
-        fields = {"utterance": utterance, "text": text, "no_speech_prob": round(no_speech_prob, 2)}
-        fields |= _levels(level_db, background_db)
-        out: list[Command] = [Emit("interruption_check", t, fields)]
+        check = InterruptionCheck(
+            t,
+            utterance=utterance,
+            text=text,
+            no_speech_prob=no_speech_prob,
+            level_db=level_db,
+            background_db=background_db,
+        )
+        out: list[Command] = [Emit(check)]
         if self.policy.interrupts(
             text, self._reply_text(), no_speech_prob, level_db, self.user_level_db, background_db
         ):
@@ -476,8 +493,8 @@ class Conversation:
         self._transcribing.add(self._utterance)
         if self.state is State.USER_SPEAKING:
             self.state = State.THINKING
-        fields = {"end": round(end, 3), "utterance": self._utterance} | _levels(level_db, background_db)
-        out: list[Command] = [Emit("speech_end", t, fields)]
+        speech_end = SpeechEnd(t, end=end, utterance=self._utterance, level_db=level_db, background_db=background_db)
+        out: list[Command] = [Emit(speech_end)]
         early = self._early
         if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
             if early.text is None:
@@ -493,7 +510,7 @@ class Conversation:
         """The ASR final for an utterance; empty text means it held no words."""
         self._transcribing.discard(utterance)
         text = text.strip()
-        out: list[Command] = [Emit("asr_final", t, {"text": text, "utterance": utterance})]
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
         level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
@@ -524,7 +541,7 @@ class Conversation:
         out: list[Command] = []
         if r.first_token_at is None:
             r.first_token_at = t
-            out.append(Emit("llm_first_token", t, {"response": response}))
+            out.append(Emit(LlmFirstToken(t, response=response)))
         r.generated += text
         return out + self._synthesize(r, r.grouper.feed(text))
 
@@ -533,10 +550,7 @@ class Conversation:
         if r is None:
             return []
         r.llm_done = True
-        fields: dict = {"response": response, "tokens": r.tokens}
-        if error:
-            fields["error"] = error
-        out: list[Command] = [Emit("llm_done", t, fields)]
+        out: list[Command] = [Emit(LlmDone(t, response=response, tokens=r.tokens, error=error or None))]
         out += self._synthesize(r, r.grouper.flush())
         return out + self._maybe_finish(r, t)
 
@@ -551,7 +565,7 @@ class Conversation:
             r.ledger.add_chunk(text, n_samples, words)
         if not first:
             return []
-        return [Emit("tts_chunk", t, {"response": response, "chunk": chunk, "text": r.chunk_texts[chunk]})]
+        return [Emit(TtsChunk(t, response=response, chunk=chunk, text=r.chunk_texts[chunk]))]
 
     def tts_done(self, response: int, chunk: int, t: float) -> list[Command]:
         r = self._current(response)
@@ -568,13 +582,13 @@ class Conversation:
         out: list[Command] = []
         if r.playback_started_at is None:
             r.playback_started_at = t
-            out.append(Emit("playback_start", t, {"response": r.id}))
+            out.append(Emit(PlaybackStart(t, response=r.id)))
         if self._hold is None:
             self.state = State.SPEAKING
         r.ledger.advance(n_samples)
         return out + self._maybe_finish(r, t)
 
-    def cancel_response(self, t: float, reason: str = "client") -> list[Command]:
+    def cancel_response(self, t: float, reason: BargeInReason = "client") -> list[Command]:
         """The client stops the reply in flight (a stop button): cut it at what was played."""
         r = self._response
         if r is None:
@@ -619,7 +633,7 @@ class Conversation:
         heard = ledger.heard_text(min(samples, ledger.queued))
         if len(heard.split()) >= len(turn.text.split()):
             return [], turn.text
-        out: list[Command] = [Emit("truncate", t, {"response": response, "audio_end_ms": audio_end_ms, "text": heard})]
+        out: list[Command] = [Emit(Truncate(t, response=response, audio_end_ms=audio_end_ms, text=heard))]
         if heard:
             turn.text, turn.interrupted = heard, True
             self.history.changed(turn)
@@ -657,7 +671,7 @@ class Conversation:
         self._response = _Response(self._response_ids, text, t, grouper)
         self.state = State.THINKING
         return [
-            Emit("response_start", t, {"response": self._response_ids, "utterance": utterance, "text": text}),
+            Emit(ResponseStart(t, response=self._response_ids, utterance=utterance, text=text)),
             StartResponse(self._response_ids, self.history.messages(self.system_prompt)),
         ]
 
@@ -673,20 +687,20 @@ class Conversation:
             out.append(Synthesize(r.id, r.chunks_requested, text))
         return out
 
-    def _resume(self, t: float, text: str, reason: str) -> list[Command]:
+    def _resume(self, t: float, text: str, reason: ResumeReason) -> list[Command]:
         """The speech (or noise) that paused the reply was not an interruption."""
         hold, self._hold = self._hold, None
         r = self._response
         out: list[Command] = []
         if reason == "backchannel":
-            out.append(Emit("backchannel", t, {"utterance": hold.utterance if hold else None, "text": text}))
+            out.append(Emit(Backchannel(t, utterance=hold.utterance if hold else None, text=text)))
         if r is None:
             return out
         self.state = State.SPEAKING if r.playback_started_at is not None else State.THINKING
-        out += [ResumePlayback(), Emit("playback_resumed", t, {"response": r.id, "reason": reason})]
+        out += [ResumePlayback(), Emit(PlaybackResumed(t, response=r.id, reason=reason))]
         return out + self._maybe_finish(r, t)
 
-    def _barge_in(self, t: float, reason: str) -> list[Command]:
+    def _barge_in(self, t: float, reason: BargeInReason) -> list[Command]:
         """Cut the reply to what was heard before the pause, and stop everything else."""
         hold, self._hold = self._hold, None
         r = self._response
@@ -699,19 +713,13 @@ class Conversation:
         audio_end_ms = round(played * 1000 / self.output_rate)
         out: list[Command] = [
             Emit(
-                "barge_in",
-                t,
-                {
-                    "response": r.id,
-                    "utterance": hold.utterance,
-                    "reason": reason,
-                    "paused_at": hold.paused_at,
-                    "tokens": r.tokens,
-                },
+                BargeIn(
+                    t, response=r.id, utterance=hold.utterance, reason=reason, paused_at=hold.paused_at, tokens=r.tokens
+                )
             ),
             CancelResponse(r.id),
-            Emit("playback_stopped", t, {"response": r.id}),
-            Emit("truncate", t, {"response": r.id, "audio_end_ms": audio_end_ms, "text": heard}),
+            Emit(PlaybackStopped(t, response=r.id)),
+            Emit(Truncate(t, response=r.id, audio_end_ms=audio_end_ms, text=heard)),
         ]
         turn = None
         if heard:
@@ -726,7 +734,7 @@ class Conversation:
                     response=r.id,
                 )
             )
-        out.append(Emit("turn_end", t, {"response": r.id, "text": heard, "interrupted": True}))
+        out.append(Emit(TurnEnd(t, response=r.id, text=heard, interrupted=True)))
         self._remember(r, turn)
         self._response = None
         self.state = self._idle_state()
@@ -739,7 +747,7 @@ class Conversation:
             return []
         out: list[Command] = []
         if r.playback_started_at is not None:
-            out.append(Emit("playback_end", t, {"response": r.id}))
+            out.append(Emit(PlaybackEnd(t, response=r.id)))
         spoken = r.ledger.spoken_text()
         turn = None
         if spoken:
@@ -753,7 +761,7 @@ class Conversation:
                     response=r.id,
                 )
             )
-        out.append(Emit("turn_end", t, {"response": r.id, "text": spoken}))
+        out.append(Emit(TurnEnd(t, response=r.id, text=spoken)))
         self._remember(r, turn)
         self._response = None
         self.state = self._idle_state()

@@ -30,6 +30,7 @@ from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, AudioBuffer
 from voice.core.echo_gate import EchoGate
 from voice.core.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from voice.core.events import AsrPartial, Error, Event, LlmCancelled, TtsCancelled
 from voice.core.history import History
 from voice.core.levels import BackgroundMeter, LevelMeter
 from voice.core.partials import PartialConfig, PartialPolicy
@@ -284,7 +285,7 @@ class Session:
     def _run(self, commands: list[Command]) -> None:
         for cmd in commands:
             if isinstance(cmd, Emit):
-                self._emit(cmd.type, cmd.t, **cmd.fields)
+                self._emit(cmd.event)
             elif isinstance(cmd, TranscribeFinal):
                 self._spawn(self._transcribe_final(cmd))
             elif isinstance(cmd, StartResponse):
@@ -305,12 +306,11 @@ class Session:
                 if self._tts_task is None:
                     self._tts_task = asyncio.get_running_loop().create_task(self._tts_worker())
 
-    def _emit(self, type_: str, t: float, **fields: Any) -> None:
-        event = {"t": round(t, 4), "type": type_, **fields}
+    def _emit(self, event: Event) -> None:
         try:
-            self._on_event(event)
+            self._on_event(event.to_json())
         except Exception:  # a broken sink must not take the conversation down
-            log.exception("event sink failed on %s", type_)
+            log.exception("event sink failed on %s", event.type)
 
     def _cancel(self, response: int) -> None:
         """Barge-in: stop generating, synthesizing and playing ``response``, now."""
@@ -322,7 +322,7 @@ class Session:
         if task is not None and not task.done():
             # The task's stream is closed on cancellation, which aborts the request in the engine.
             task.cancel()
-            self._emit("llm_cancelled", t, response=response)
+            self._emit(LlmCancelled(t, response=response))
         # Chunks still queued for synthesis are dropped here; the worker skips
         # any it has already taken, and the one in progress stops at its next sentence.
         queued = [self._tts_queue.get_nowait() for _ in range(self._tts_queue.qsize())]
@@ -337,7 +337,7 @@ class Session:
         if current is not None and current[0] == response:
             current[1].set()
         if dropped or (current is not None and current[0] == response):
-            self._emit("tts_cancelled", t, response=response, chunks_dropped=dropped)
+            self._emit(TtsCancelled(t, response=response, chunks_dropped=dropped))
 
     def _spawn(self, coro) -> asyncio.Task:
         self._work_started()
@@ -365,7 +365,7 @@ class Session:
     def _error(self, where: str, message: str) -> None:
         self.errors.append(f"{where}: {message}")
         log.error("%s: %s", where, message)
-        self._emit("error", self.clock.now(), where=where, message=message)
+        self._emit(Error(self.clock.now(), where=where, message=message))
 
     # -- ASR ------------------------------------------------------------------
 
@@ -400,7 +400,7 @@ class Session:
         changed = policy.finished(text)
         if changed is not None and policy is self._partial:
             stable, unstable = changed
-            self._emit("asr_partial", self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable)
+            self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
 
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.t)
