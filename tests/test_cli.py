@@ -13,6 +13,18 @@ import soundfile as sf
 
 from tests.conftest import FIXTURES, ROOT
 from voice.bench.scoring import word_error_rate
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackStart,
+    SpeechEnd,
+    SpeechStart,
+    TtsChunk,
+    TurnEnd,
+    event_from_json,
+)
 
 
 def voice_run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -84,10 +96,12 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     assert [t["role"] for t in transcript] == ["user", "assistant"]
     ref = "For the twentieth time that evening the two men shook hands."
     assert word_error_rate(ref, transcript[0]["text"]) <= 0.2
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    kinds = {e["type"] for e in events}
-    want = {"speech_start", "speech_end", "asr_partial", "asr_final", "llm_first_token", "tts_chunk"}
-    assert want | {"playback_start", "playback_end", "turn_end"} <= kinds
+    lines = (out / "events.jsonl").read_text().splitlines()
+    events = [event_from_json(json.loads(line)) for line in lines]  # every line is a known event
+    assert [json.dumps(e.to_json(), ensure_ascii=False) for e in events] == lines  # and reads back as it was written
+    kinds = {type(e) for e in events}
+    want = {SpeechStart, SpeechEnd, AsrPartial, AsrFinal, LlmFirstToken, TtsChunk}
+    assert want | {PlaybackStart, PlaybackEnd, TurnEnd} <= kinds
     reply, rate = sf.read(out / "reply.wav")
     assert rate == 24000 and len(reply) / rate >= len(mono) / 16000
     assert abs(reply).max() > 0.1

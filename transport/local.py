@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from transport.playback import RemotePlayback
 from transport.sound import AudioDeviceError, SoundCard
 from voice.core.audio import ASR_RATE
+from voice.core.events import Event, PlaybackPaused, PlaybackResumed, PlaybackStopped
 from voice.shell.session import Session
 
 TICK_S = 0.01
@@ -38,15 +38,15 @@ class LocalAudio:
         self._far = np.zeros(0, dtype=np.float32)
         self.level_db: float | None = None
 
-    def event(self, e: dict[str, Any]) -> None:
-        kind = e["type"]
-        if kind == "playback_paused":
-            self.card.freeze(True)
-        elif kind == "playback_resumed":
-            self.card.freeze(False)
-        elif kind == "playback_stopped":
-            self.card.flush()
-            self.card.freeze(False)
+    def event(self, e: Event) -> None:
+        match e:
+            case PlaybackPaused():
+                self.card.freeze(True)
+            case PlaybackResumed():
+                self.card.freeze(False)
+            case PlaybackStopped():
+                self.card.flush()
+                self.card.freeze(False)
 
     async def run(self, stop: asyncio.Event, hearing: Callable[[], None] | None = None) -> None:
         """Until ``stop`` is set; raises AudioDeviceError if the device fails.

@@ -16,6 +16,24 @@ from typing import Any
 
 import numpy as np
 
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    Backchannel,
+    BargeIn,
+    Error,
+    Event,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStopped,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
+
 PROTOCOL_VERSION = 1
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
 
@@ -116,21 +134,22 @@ def parse_json_object(text: str) -> dict[str, Any] | str:
 
 
 # The pipeline's events a client is sent, under their public names, with the
-# fields it is told (docs/protocol.md); the others stay in the server's log.
-PUBLIC_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "speech_start": ("speech_start", ("utterance", "onset")),
-    "speech_end": ("speech_end", ("utterance", "end")),
-    "asr_partial": ("transcript_partial", ("text", "stable")),
-    "asr_final": ("transcript_final", ("utterance", "text")),
-    "response_start": ("response_start", ("response", "utterance", "text")),
-    "tts_chunk": ("assistant_text", ("response", "chunk", "text")),
-    "playback_paused": ("playback_paused", ("response",)),
-    "playback_resumed": ("playback_resumed", ("response", "reason")),
-    "barge_in": ("barge_in", ("response", "reason")),
-    "playback_stopped": ("playback_stopped", ("response",)),
-    "truncate": ("truncate", ("response", "audio_end_ms", "text")),
-    "turn_end": ("turn_end", ("response", "text", "interrupted")),
-    "backchannel": ("backchannel", ("utterance", "text")),
+# fields it is told, in this order (docs/protocol.md); the others stay in the
+# server's log. ``error`` is sent as an error message (VoiceProtocol.event).
+PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
+    SpeechStart: ("speech_start", ("utterance", "onset")),
+    SpeechEnd: ("speech_end", ("utterance", "end")),
+    AsrPartial: ("transcript_partial", ("text", "stable")),
+    AsrFinal: ("transcript_final", ("utterance", "text")),
+    ResponseStart: ("response_start", ("response", "utterance", "text")),
+    TtsChunk: ("assistant_text", ("response", "chunk", "text")),
+    PlaybackPaused: ("playback_paused", ("response",)),
+    PlaybackResumed: ("playback_resumed", ("response", "reason")),
+    BargeIn: ("barge_in", ("response", "reason")),
+    PlaybackStopped: ("playback_stopped", ("response",)),
+    Truncate: ("truncate", ("response", "audio_end_ms", "text")),
+    TurnEnd: ("turn_end", ("response", "text", "interrupted")),  # interrupted: false too
+    Backchannel: ("backchannel", ("utterance", "text")),
 }
 
 
@@ -229,24 +248,17 @@ class VoiceProtocol:
 
     # -- server -> client -------------------------------------------------
 
-    def event(self, event: dict[str, Any]) -> list[Send]:
+    def event(self, event: Event) -> list[Send]:
         """A pipeline event as the messages the client is sent (none for internal ones)."""
-        kind = event["type"]
-        if kind == "error":
-            where = event.get("where", "pipeline")
-            message = error("pipeline", f"{where}: {event.get('message', '')}", t=event.get("t"))
-            message["where"] = where
+        if isinstance(event, Error):
+            message = error("pipeline", f"{event.where}: {event.message}", t=event.t)
+            message["where"] = event.where
             return [send_json(message)]
-        public = PUBLIC_EVENTS.get(kind)
+        public = PUBLIC_EVENTS.get(type(event))
         if public is None:
             return []
         name, fields = public
-        out = {"type": name, "t": event["t"]}
-        for f in fields:
-            if f in event:
-                out[f] = event[f]
-        if name == "turn_end":
-            out.setdefault("interrupted", False)
+        out = {"type": name, "t": event.t} | {f: getattr(event, f) for f in fields}
         return [send_json(out)]
 
     def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,9 +33,33 @@ from transport.protocol import (
     pcm16_to_float,
     send_json,
 )
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    BargeIn,
+    Error,
+    Event,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
 
 RATE = 24000  # the Realtime API's audio/pcm
 FORMAT = {"type": "audio/pcm", "rate": RATE}
+
+
+@dataclass
+class _Reply:
+    """One reply under the ids its client knows, and what the client was told of it."""
+
+    id: str  # resp_...
+    item_id: str  # item_a...
+    transcript: str = ""  # the chunks' texts sent so far
+    cancel_reason: str = "turn_detected"  # response.done's status_details, should it be cut
+    by_truncate: bool = False  # cut by the client's own conversation.item.truncate
 
 
 class RealtimeProtocol:
@@ -49,7 +75,7 @@ class RealtimeProtocol:
         self._events = 0
         self._to_24k = None if output_rate == RATE else soxr.ResampleStream(output_rate, RATE, 1, dtype="float32")
         self._user_items: dict[int, str] = {}  # utterance -> item id
-        self._responses: dict[int, dict[str, Any]] = {}  # response -> its ids and text so far
+        self._responses: dict[int, _Reply] = {}  # response -> its ids and what was sent
         self._last_item: str | None = None
         self._stable = ""  # the partial transcript already sent as deltas
         self._cancelling = False
@@ -166,7 +192,7 @@ class RealtimeProtocol:
         if not isinstance(end, int) or isinstance(end, bool) or end < 0:
             return self.error("invalid_message", "'audio_end_ms' is an integer >= 0")
         for response, r in self._responses.items():
-            if r["item_id"] == item_id:
+            if r.item_id == item_id:
                 return [TruncateReply(response, end)]
         return self.error("item_truncate_invalid_item_id", f"no assistant item {str(item_id)[:60]!r}")
 
@@ -176,7 +202,7 @@ class RealtimeProtocol:
             return self.error("item_truncate_invalid_item_id", "that item is no longer known")
         return [
             self._event(
-                "conversation.item.truncated", item_id=r["item_id"], content_index=0, audio_end_ms=request.audio_end_ms
+                "conversation.item.truncated", item_id=r.item_id, content_index=0, audio_end_ms=request.audio_end_ms
             )
         ]
 
@@ -192,25 +218,25 @@ class RealtimeProtocol:
         return [self._event("response.output_audio.delta", **self._where(r), delta=delta)]
 
     @staticmethod
-    def _where(r: dict[str, Any]) -> dict[str, Any]:
-        return {"response_id": r["id"], "item_id": r["item_id"], "output_index": 0, "content_index": 0}
+    def _where(r: _Reply) -> dict[str, Any]:
+        return {"response_id": r.id, "item_id": r.item_id, "output_index": 0, "content_index": 0}
 
-    def event(self, event: dict[str, Any]) -> list[Send]:
-        kind = event["type"]
-        handler = getattr(self, f"_on_{kind}", None)
-        return handler(event) if handler is not None else []
+    def event(self, event: Event) -> list[Send]:
+        """A pipeline event as the Realtime events the client is sent (none for the server's own)."""
+        handler = EVENT_HANDLERS.get(type(event))
+        return handler(self, event) if handler is not None else []
 
-    def _on_error(self, e: dict[str, Any]) -> list[Send]:
-        return self.error("pipeline", f"{e.get('where', 'pipeline')}: {e.get('message', '')}")
+    def _on_error(self, e: Error) -> list[Send]:
+        return self.error("pipeline", f"{e.where}: {e.message}")
 
-    def _on_speech_start(self, e: dict[str, Any]) -> list[Send]:
-        item = f"item_u{e['utterance']}_{self.session_id[:8]}"
-        self._user_items[e["utterance"]] = item
+    def _on_speech_start(self, e: SpeechStart) -> list[Send]:
+        item = f"item_u{e.utterance}_{self.session_id[:8]}"
+        self._user_items[e.utterance] = item
         self._stable = ""
-        return [self._event("input_audio_buffer.speech_started", audio_start_ms=round(e["onset"] * 1000), item_id=item)]
+        return [self._event("input_audio_buffer.speech_started", audio_start_ms=round(e.onset * 1000), item_id=item)]
 
-    def _on_speech_end(self, e: dict[str, Any]) -> list[Send]:
-        item = self._user_items.get(e["utterance"])
+    def _on_speech_end(self, e: SpeechEnd) -> list[Send]:
+        item = self._user_items.get(e.utterance)
         previous, self._last_item = self._last_item, item
         user_item = {
             "id": item,
@@ -221,13 +247,13 @@ class RealtimeProtocol:
             "content": [{"type": "input_audio", "transcript": None}],
         }
         return [
-            self._event("input_audio_buffer.speech_stopped", audio_end_ms=round(e["end"] * 1000), item_id=item),
+            self._event("input_audio_buffer.speech_stopped", audio_end_ms=round(e.end * 1000), item_id=item),
             self._event("input_audio_buffer.committed", item_id=item, previous_item_id=previous),
             self._event("conversation.item.added", previous_item_id=previous, item=user_item),
         ]
 
-    def _on_asr_partial(self, e: dict[str, Any]) -> list[Send]:
-        stable = e.get("stable", "")
+    def _on_asr_partial(self, e: AsrPartial) -> list[Send]:
+        stable = e.stable
         item = self._user_items.get(max(self._user_items, default=0))
         if not stable.startswith(self._stable) or stable == self._stable or item is None:
             return []
@@ -236,8 +262,8 @@ class RealtimeProtocol:
             self._event("conversation.item.input_audio_transcription.delta", item_id=item, content_index=0, delta=delta)
         ]
 
-    def _on_asr_final(self, e: dict[str, Any]) -> list[Send]:
-        item = self._user_items.get(e["utterance"])
+    def _on_asr_final(self, e: AsrFinal) -> list[Send]:
+        item = self._user_items.get(e.utterance)
         if item is None:
             return []
         return [
@@ -245,78 +271,88 @@ class RealtimeProtocol:
                 "conversation.item.input_audio_transcription.completed",
                 item_id=item,
                 content_index=0,
-                transcript=e["text"],
+                transcript=e.text,
             )
         ]
 
-    def _on_response_start(self, e: dict[str, Any]) -> list[Send]:
-        n = e["response"]
-        r = {"id": f"resp_{n}_{self.session_id[:8]}", "item_id": f"item_a{n}_{self.session_id[:8]}", "text": ""}
+    def _on_response_start(self, e: ResponseStart) -> list[Send]:
+        n = e.response
+        r = _Reply(f"resp_{n}_{self.session_id[:8]}", f"item_a{n}_{self.session_id[:8]}")
         self._responses[n] = r
         while len(self._responses) > 16:
             self._responses.pop(next(iter(self._responses)))
-        previous, self._last_item = self._last_item, r["item_id"]
-        item = {"id": r["item_id"], "object": "realtime.item", "type": "message", "role": "assistant",
+        previous, self._last_item = self._last_item, r.item_id
+        item = {"id": r.item_id, "object": "realtime.item", "type": "message", "role": "assistant",
                 "status": "in_progress", "content": []}  # fmt: skip
-        response = {"id": r["id"], "object": "realtime.response", "status": "in_progress", "output": []}
+        response = {"id": r.id, "object": "realtime.response", "status": "in_progress", "output": []}
         return [
             self._event("response.created", response=response),
-            self._event("response.output_item.added", response_id=r["id"], output_index=0, item=item),
+            self._event("response.output_item.added", response_id=r.id, output_index=0, item=item),
             self._event("conversation.item.added", previous_item_id=previous, item=item),
             self._event("response.content_part.added", **self._where(r), part={"type": "audio", "transcript": ""}),
         ]
 
-    def _on_tts_chunk(self, e: dict[str, Any]) -> list[Send]:
-        r = self._responses.get(e["response"])
+    def _on_tts_chunk(self, e: TtsChunk) -> list[Send]:
+        r = self._responses.get(e.response)
         if r is None:
             return []
-        delta = (" " if r["text"] else "") + e["text"]
-        r["text"] += delta
+        delta = (" " if r.transcript else "") + e.text
+        r.transcript += delta
         return [self._event("response.output_audio_transcript.delta", **self._where(r), delta=delta)]
 
-    def _on_barge_in(self, e: dict[str, Any]) -> list[Send]:
-        r = self._responses.get(e["response"])
+    def _on_barge_in(self, e: BargeIn) -> list[Send]:
+        r = self._responses.get(e.response)
         if r is not None:
-            r["reason"] = "client_cancelled" if e.get("reason") in ("client", "truncate") else "turn_detected"
-            r["by_truncate"] = e.get("reason") == "truncate"
+            r.cancel_reason = "client_cancelled" if e.reason in ("client", "truncate") else "turn_detected"
+            r.by_truncate = e.reason == "truncate"
         return []
 
-    def _on_truncate(self, e: dict[str, Any]) -> list[Send]:
-        r = self._responses.get(e["response"])
-        if r is None:
-            return []
-        r["heard"] = e["text"]
-        if r.get("by_truncate"):
+    def _on_truncate(self, e: Truncate) -> list[Send]:
+        r = self._responses.get(e.response)
+        if r is None or r.by_truncate:
             return []  # the client's own truncate: answered by truncated()
         return [
-            self._event(
-                "conversation.item.truncated", item_id=r["item_id"], content_index=0, audio_end_ms=e["audio_end_ms"]
-            )
+            self._event("conversation.item.truncated", item_id=r.item_id, content_index=0, audio_end_ms=e.audio_end_ms)
         ]
 
-    def _on_turn_end(self, e: dict[str, Any]) -> list[Send]:
-        r = self._responses.get(e["response"])
+    def _on_turn_end(self, e: TurnEnd) -> list[Send]:
+        r = self._responses.get(e.response)
         if r is None:
             return []
-        interrupted = bool(e.get("interrupted"))
-        transcript = e["text"]
+        interrupted = e.interrupted
+        transcript = e.text
         part = {"type": "audio", "transcript": transcript}
         status = "incomplete" if interrupted else "completed"
-        item = {"id": r["item_id"], "object": "realtime.item", "type": "message", "role": "assistant",
+        item = {"id": r.item_id, "object": "realtime.item", "type": "message", "role": "assistant",
                 "status": status, "content": [{"type": "output_audio", "transcript": transcript}]}  # fmt: skip
         response: dict[str, Any] = {
-            "id": r["id"],
+            "id": r.id,
             "object": "realtime.response",
             "status": "cancelled" if interrupted else "completed",
             "output": [item],
         }
         if interrupted:
-            response["status_details"] = {"type": "cancelled", "reason": r.get("reason", "turn_detected")}
+            response["status_details"] = {"type": "cancelled", "reason": r.cancel_reason}
         return [
             self._event("response.output_audio.done", **self._where(r)),
             self._event("response.output_audio_transcript.done", **self._where(r), transcript=transcript),
             self._event("response.content_part.done", **self._where(r), part=part),
-            self._event("response.output_item.done", response_id=r["id"], output_index=0, item=item),
+            self._event("response.output_item.done", response_id=r.id, output_index=0, item=item),
             self._event("conversation.item.done", item=item),
             self._event("response.done", response=response),
         ]
+
+
+# The pipeline events this dialect tells its client of; the others are the server's own.
+EVENT_HANDLERS: dict[type[Event], Callable[[RealtimeProtocol, Any], list[Send]]] = {
+    Error: RealtimeProtocol._on_error,
+    SpeechStart: RealtimeProtocol._on_speech_start,
+    SpeechEnd: RealtimeProtocol._on_speech_end,
+    AsrPartial: RealtimeProtocol._on_asr_partial,
+    AsrFinal: RealtimeProtocol._on_asr_final,
+    ResponseStart: RealtimeProtocol._on_response_start,
+    TtsChunk: RealtimeProtocol._on_tts_chunk,
+    BargeIn: RealtimeProtocol._on_barge_in,
+    Truncate: RealtimeProtocol._on_truncate,
+    TurnEnd: RealtimeProtocol._on_turn_end,
+}

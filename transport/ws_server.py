@@ -52,6 +52,7 @@ from transport.protocol import (
 from voice.app.metrics import PipelineMetrics
 from voice.app.store import ConversationStore, ForeignSession, StoreError, TurnRecorder, UnknownSession, open_history
 from voice.core.audio import ASR_RATE
+from voice.core.events import Event
 from voice.core.history import History
 from voice.shell.clock import MonotonicClock
 from voice.shell.engines import Engines
@@ -360,7 +361,7 @@ class Connection:
         self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)
         self._tasks.append(asyncio.create_task(self._audio_loop(), name=f"audio-{self.id[:8]}"))
 
-    def _on_event(self, event: dict[str, Any]) -> None:
+    def _on_event(self, event: Event) -> None:
         self.events.append(event)
         recorder = self.recorder
         if recorder is not None and recorder.error is not None and not self._store_warned:

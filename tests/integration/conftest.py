@@ -6,7 +6,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -14,9 +14,12 @@ import pytest_asyncio
 
 from transport.files import load_audio
 from transport.replay import replay
+from voice.core.events import Event, event_from_json
 from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import EngineConfig, Engines, load_engines
 from voice.shell.session import Session, SessionConfig
+
+E = TypeVar("E", bound=Event)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -28,14 +31,14 @@ async def engines() -> Engines:
 
 @dataclass
 class Run:
-    events: list[dict[str, Any]]
+    events: list[Event]
     transcript: list[dict[str, Any]]
     reply: np.ndarray
     rate: int
     errors: list[str]
 
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] == kind]
+    def of(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
     def user_text(self) -> str:
         return " ".join(t["text"] for t in self.transcript if t["role"] == "user")
@@ -46,14 +49,15 @@ async def run_replay(
 ) -> Run:
     if isinstance(audio, Path):
         audio = load_audio(audio)
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     clock = VirtualClock() if fast else MonotonicClock()
     session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
     try:
         result = await replay(session, audio, settle=fast)
     finally:
         await session.aclose()
-    json.dumps(events)  # every event must serialise
+    for e in events:  # every event must serialise, and read back
+        assert event_from_json(json.loads(json.dumps(e.to_json()))) == e
     return Run(events, session.history.to_json(), result.reply, engines.output_rate, session.errors)
 
 

@@ -13,6 +13,23 @@ import pytest
 from tests.conftest import ROOT
 from voice.bench.evaluate import run_fixture, truncation_error_words
 from voice.bench.scoring import word_error_rate
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    BargeIn,
+    LlmCancelled,
+    LlmDone,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStart,
+    PlaybackStopped,
+    Truncate,
+    TtsCancelled,
+    TtsChunk,
+    TurnEnd,
+)
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
@@ -41,14 +58,14 @@ async def test_interruption_cuts_the_reply_to_what_was_heard(engines, fixtures, 
     assert len(run.barge_ins) == 1
     reaction = run.reaction_s()
     assert reaction is not None and reaction <= 0.3, f"reaction {reaction}"
-    kinds = [e["type"] for e in run.events]
-    i = kinds.index("barge_in")
-    expected = ["barge_in", "llm_cancelled", "tts_cancelled", "playback_stopped", "truncate", "turn_end"]
+    kinds = [type(e) for e in run.events]
+    i = kinds.index(BargeIn)
+    expected = [BargeIn, LlmCancelled, TtsCancelled, PlaybackStopped, Truncate, TurnEnd]
     assert [k for k in kinds[i : i + 6] if k in expected] == [k for k in expected if k in kinds[i : i + 6]]
-    assert {"barge_in", "playback_stopped", "truncate", "turn_end"} <= set(kinds[i : i + 6])
-    (truncate,) = run.of("truncate")
+    assert {BargeIn, PlaybackStopped, Truncate, TurnEnd} <= set(kinds[i : i + 6])
+    (truncate,) = run.of(Truncate)
     heard = run.heard_turn()
-    assert heard is not None and heard["text"] == truncate["text"] and heard["interrupted"]
+    assert heard is not None and heard["text"] == truncate.text and heard["interrupted"]
     assert heard["generated_text"].startswith(heard["text"].split()[0])
     # Within one word of what was played before the stop (Whisper's count of the played audio).
     error = truncation_error_words(run, engines)
@@ -64,7 +81,7 @@ async def test_interruption_cuts_the_reply_to_what_was_heard(engines, fixtures, 
 @pytest.mark.parametrize("name", names("echo"))
 async def test_echo_alone_never_interrupts(engines, fixtures, name):
     run = await run_fixture(engines, fixtures / f"{name}.wav")
-    assert run.barge_ins == [], run.of("asr_final")
+    assert run.barge_ins == [], run.of(AsrFinal)
     assert [t["role"] for t in run.transcript] == ["user", "assistant"]
     assert not run.transcript[1].get("interrupted")
 
@@ -72,12 +89,12 @@ async def test_echo_alone_never_interrupts(engines, fixtures, name):
 @pytest.mark.parametrize("name", names("calm"))
 async def test_backchannels_and_noise_do_not_cut_the_reply(engines, fixtures, name):
     run = await run_fixture(engines, fixtures / f"{name}.wav")
-    assert run.barge_ins == [], [(e["type"], e.get("text")) for e in run.events if e["type"] != "asr_partial"]
+    assert run.barge_ins == [], [e for e in run.events if not isinstance(e, AsrPartial)]
     assistants = [t for t in run.transcript if t["role"] == "assistant"]
     assert len(assistants) == 1 and not assistants[0].get("interrupted")
     # Whatever paused the reply resumed it, and every word was played.
-    assert len(run.of("playback_paused")) == len(run.of("playback_resumed"))
-    assert run.of("playback_end")
+    assert len(run.of(PlaybackPaused)) == len(run.of(PlaybackResumed))
+    assert run.of(PlaybackEnd)
 
 
 def test_fixture_names_match_the_generator(fixtures):
@@ -94,12 +111,12 @@ async def test_real_time_barge_in_aborts_generation(engines, fixtures):
     assert run.errors == []
     assert len(run.barge_ins) >= 1
     barge = run.barge_ins[0]
-    r = barge["response"]
-    kinds_after = [e["type"] for e in run.events if e["t"] >= barge["t"] and e.get("response") == r]
-    generating = not [e for e in run.events if e["type"] == "llm_done" and e["response"] == r and e["t"] <= barge["t"]]
-    assert ("llm_cancelled" in kinds_after) == generating, kinds_after
-    assert not {"llm_first_token", "tts_chunk", "llm_done", "playback_start"} & set(kinds_after)
+    r = barge.response
+    kinds_after = [type(e) for e in run.events if e.t >= barge.t and getattr(e, "response", None) == r]
+    generating = not [e for e in run.of(LlmDone) if e.response == r and e.t <= barge.t]
+    assert (LlmCancelled in kinds_after) == generating, kinds_after
+    assert not {LlmFirstToken, TtsChunk, LlmDone, PlaybackStart} & set(kinds_after)
     await asyncio.sleep(0.2)
     assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
-    paused = next(e for e in run.events if e["type"] == "playback_paused" and e["response"] == r)
-    assert paused["t"] - run.label["interrupt_onset_s"] <= 0.45
+    paused = next(e for e in run.of(PlaybackPaused) if e.response == r)
+    assert paused.t - run.label["interrupt_onset_s"] <= 0.45

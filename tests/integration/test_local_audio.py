@@ -22,6 +22,7 @@ from tests.integration.pulse import loop_back, start_pulse
 from transport.files import load_audio
 from voice.app.logs import read_events
 from voice.app.store import ConversationStore
+from voice.core.events import AsrFinal, BargeIn, Event, PlaybackStart, Truncate, TtsChunk, TurnEnd
 
 pytestmark = [
     pytest.mark.engines,
@@ -55,7 +56,7 @@ class Desk:
         )  # fmt: skip
         self.recorder: subprocess.Popen | None = None
 
-    def events(self) -> list[dict]:
+    def events(self) -> list[Event]:
         return read_events((self.tmp / "run.err").read_text())
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
@@ -65,7 +66,7 @@ class Desk:
             if predicate():
                 return
             time.sleep(0.1)
-        raise AssertionError(f"no {what} in {timeout} s: {[e['type'] for e in self.events()]}")
+        raise AssertionError(f"no {what} in {timeout} s: {[e.type for e in self.events()]}")
 
     def wait_until_listening(self) -> None:
         self.wait_for(lambda: "listening" in (self.tmp / "run.out").read_text(), 300, "start")
@@ -101,7 +102,7 @@ class Desk:
 
 
 def _of(events, kind):
-    return [e for e in events if e["type"] == kind]
+    return [e for e in events if isinstance(e, kind)]
 
 
 def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
@@ -110,17 +111,17 @@ def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
         desk.wait_until_listening()
         desk.record_speaker()
         desk.say(load_audio(_rec("aew_a0003").path), "question")
-        desk.wait_for(lambda: _of(desk.events(), "playback_start"), 60, "reply")
+        desk.wait_for(lambda: _of(desk.events(), PlaybackStart), 60, "reply")
         time.sleep(1.5)
         desk.say(load_audio(_rec("LJ001-0005").path)[: 16000 * 3], "interruption")
-        desk.wait_for(lambda: _of(desk.events(), "barge_in"), 30, "barge-in")
-        desk.wait_for(lambda: len(_of(desk.events(), "turn_end")) >= 2, 90, "the answer to the interruption")
+        desk.wait_for(lambda: _of(desk.events(), BargeIn), 30, "barge-in")
+        desk.wait_for(lambda: len(_of(desk.events(), TurnEnd)) >= 2, 90, "the answer to the interruption")
         assert desk.stop() == 0
     finally:
         desk.kill()
     events = desk.events()
-    (trunc,) = _of(events, "truncate")
-    assert trunc["audio_end_ms"] >= 1400  # the 1.5 s before the person spoke came out of the speaker
+    (trunc,) = _of(events, Truncate)
+    assert trunc.audio_end_ms >= 1400  # the 1.5 s before the person spoke came out of the speaker
     out = (tmp_path / "run.out").read_text()
     assert "you:" in out and "assistant:" in out and "✂ cut" in out
     # The conversation is stored: the cut reply as far as it was heard.
@@ -129,7 +130,7 @@ def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
         turns = store.turns(record.id)
     assert [t.role for t in turns][:3] == ["user", "assistant", "user"]
     cut = turns[1]
-    assert cut.interrupted and cut.text == trunc["text"] and len(cut.text) < len(cut.generated_text)
+    assert cut.interrupted and cut.text == trunc.text and len(cut.text) < len(cut.generated_text)
     # The speaker played the reply, and was silent soon after the interruption began.
     speaker, _ = sf.read(tmp_path / "speaker.wav", dtype="float32")
     assert float(np.sqrt(np.mean(speaker**2))) > 0.005
@@ -143,16 +144,16 @@ def test_its_own_voice_through_the_room_does_not_interrupt_it(pulse, tmp_path):
         try:
             desk.wait_until_listening()
             desk.say(load_audio(_rec("aew_a0003").path), "question")
-            desk.wait_for(lambda: _of(desk.events(), "turn_end"), 90, "the end of the reply")
+            desk.wait_for(lambda: _of(desk.events(), TurnEnd), 90, "the end of the reply")
             assert desk.stop() == 0
         finally:
             desk.kill()
     finally:
         subprocess.run(["pactl", "unload-module", module], env=pulse)
     events = desk.events()
-    (end,) = _of(events, "turn_end")
-    assert not end.get("interrupted") and not _of(events, "barge_in")
-    assert len(_of(events, "tts_chunk")) >= 1
+    (end,) = _of(events, TurnEnd)
+    assert not end.interrupted and not _of(events, BargeIn)
+    assert len(_of(events, TtsChunk)) >= 1
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ def test_a_device_that_disappears_mid_conversation_is_one_line_and_the_turns_are
     try:
         desk.wait_until_listening()
         desk.say(load_audio(_rec("aew_a0003").path), "question")
-        desk.wait_for(lambda: _of(desk.events(), "asr_final"), 60, "the transcript")
+        desk.wait_for(lambda: _of(desk.events(), AsrFinal), 60, "the transcript")
         server.kill()
         server.wait(10)
         code = desk.proc.wait(60)

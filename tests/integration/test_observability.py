@@ -15,6 +15,7 @@ from voice.app.latency import turn_latencies
 from voice.app.logs import fan_out
 from voice.app.metrics import PipelineMetrics, serve
 from voice.bench.sequential import sequential_turns
+from voice.core.events import BargeIn, Event, LlmDone, PlaybackEnd, SpeechStart
 from voice.shell.clock import VirtualClock
 from voice.shell.session import Session, SessionConfig
 
@@ -31,7 +32,7 @@ def free_port() -> int:
 
 async def test_a_real_turn_shows_in_the_served_metrics(engines):
     metrics = PipelineMetrics()
-    events: list[dict] = []
+    events: list[Event] = []
     session = Session(engines, VirtualClock(), on_event=fan_out(events.append, metrics.sink("s1")), lockstep=True)
     try:
         await replay(session, load_audio(QUESTION), settle=True)
@@ -44,8 +45,8 @@ async def test_a_real_turn_shows_in_the_served_metrics(engines):
     assert 'voice_stage_seconds_count{stage="voice_to_voice"} 1.0' in body
     assert f'voice_stage_seconds_sum{{stage="voice_to_voice"}} {turn.voice_to_voice_s}' in body
     assert 'voice_turns_total{role="user"} 1.0' in body and 'voice_turns_total{role="assistant"} 1.0' in body
-    (done,) = [e for e in events if e["type"] == "llm_done"]
-    assert done["tokens"] > 0 and f"voice_llm_tokens_total {float(done['tokens'])}" in body
+    (done,) = [e for e in events if isinstance(e, LlmDone)]
+    assert done.tokens > 0 and f"voice_llm_tokens_total {float(done.tokens)}" in body
 
 
 async def test_the_sequential_baseline_answers_after_the_whole_reply(engines):
@@ -59,15 +60,15 @@ async def test_the_sequential_baseline_answers_after_the_whole_reply(engines):
 
 async def test_a_conversation_replay_waits_for_each_reply(engines):
     said = [load_audio(QUESTION), load_audio(FIXTURES / "ljspeech_LJ001-0002.wav")]
-    events: list[dict] = []
+    events: list[Event] = []
     session = Session(engines, VirtualClock(), on_event=events.append, lockstep=True)
     try:
         await replay_turns(session, said, settle=True)
     finally:
         await session.aclose()
-    assert [e["type"] for e in events].count("barge_in") == 0
+    assert not [e for e in events if isinstance(e, BargeIn)]
     roles = [t.role for t in session.history.turns]
     assert roles == ["user", "assistant", "user", "assistant"]
-    second = [e for e in events if e["type"] == "speech_start"][1]
-    first_end = next(e for e in events if e["type"] == "playback_end")
-    assert second["t"] > first_end["t"]  # said after the first reply was over
+    second = [e for e in events if isinstance(e, SpeechStart)][1]
+    first_end = next(e for e in events if isinstance(e, PlaybackEnd))
+    assert second.t > first_end.t  # said after the first reply was over

@@ -11,27 +11,40 @@ from transport.files import load_audio
 from voice.app.latency import turn_latencies
 from voice.bench.scoring import word_error_rate
 from voice.core.audio import ASR_RATE
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    BargeIn,
+    LlmFirstToken,
+    PlaybackEnd,
+    PlaybackStart,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    TtsChunk,
+    TurnEnd,
+)
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
-ORDER = ["response_start", "llm_first_token", "tts_chunk", "playback_start", "playback_end", "turn_end"]
+ORDER = [ResponseStart, LlmFirstToken, TtsChunk, PlaybackStart, PlaybackEnd, TurnEnd]
 
 
 def assert_events_in_order(run) -> None:
-    times = [e["t"] for e in run.events]
+    times = [e.t for e in run.events]
     assert times == sorted(times), "event times go back"
-    starts = {e["utterance"]: e["t"] for e in run.of("speech_start")}
-    ends = {e["utterance"]: e for e in run.of("speech_end")}
+    starts = {e.utterance: e.t for e in run.of(SpeechStart)}
+    ends = {e.utterance: e for e in run.of(SpeechEnd)}
     for u, t_end in ends.items():
-        assert starts[u] < t_end["t"] and t_end["end"] <= t_end["t"]
-    for final in run.of("asr_final"):
-        assert final["t"] >= ends[final["utterance"]]["t"]
-    cut = {e["response"] for e in run.of("barge_in")}
-    for r in {e["response"] for e in run.of("response_start")}:
-        seq = [e["type"] for e in run.events if e.get("response") == r and e["type"] in ORDER]
+        assert starts[u] < t_end.t and t_end.end <= t_end.t
+    for final in run.of(AsrFinal):
+        assert final.t >= ends[final.utterance].t
+    cut = {e.response for e in run.of(BargeIn)}
+    for r in {e.response for e in run.of(ResponseStart)}:
+        seq = [type(e) for e in run.events if type(e) in ORDER and e.response == r]
         firsts = [k for i, k in enumerate(seq) if k not in seq[:i]]
         if r in cut:  # a reply cut by barge-in stops wherever it was, and ends its turn
-            assert firsts == [k for k in ORDER if k in firsts] and firsts[-1] == "turn_end", f"response {r}: {seq}"
+            assert firsts == [k for k in ORDER if k in firsts] and firsts[-1] is TurnEnd, f"response {r}: {seq}"
         else:
             assert firsts == ORDER, f"response {r}: {seq}"
 
@@ -60,16 +73,16 @@ async def test_recording_is_transcribed_and_answered(engines, replay_run, rec):
     # before (barge-in), and only the last user turn is sure to get a whole one.
     assert run.transcript[-1]["role"] == "assistant" and not run.transcript[-1].get("interrupted")
     whole = [a for a in assistants if not a.get("interrupted")]
-    assert len(whole) + len(run.of("barge_in")) == len(users), run.transcript
+    assert len(whole) + len(run.of(BargeIn)) == len(users), run.transcript
     assert all(len(a["text"].split()) >= 2 for a in assistants if not a.get("interrupted"))
     # Each turn is answered with audible speech, after the person stopped.
     assert audible_seconds(run.reply, run.rate) >= 0.5 * len(users)
-    for start in run.of("playback_start"):
-        pos = round(start["t"] * run.rate)
-        chunks = [e["text"] for e in run.of("tts_chunk") if e["response"] == start["response"]]
+    for start in run.of(PlaybackStart):
+        pos = round(start.t * run.rate)
+        chunks = [e.text for e in run.of(TtsChunk) if e.response == start.response]
         assert np.abs(run.reply[pos : pos + run.rate // 2]).max() > 0.05, (start, chunks)
     assert_events_in_order(run)
-    assert len(run.of("asr_partial")) >= 1 or rec.duration_s < 3
+    assert len(run.of(AsrPartial)) >= 1 or rec.duration_s < 3
 
 
 async def test_virtual_time_is_exactly_repeatable(engines, replay_run):
@@ -85,11 +98,11 @@ async def test_virtual_time_is_exactly_repeatable(engines, replay_run):
 async def test_reply_audio_is_on_the_input_timeline(engines, replay_run):
     rec = next(r for r in recordings() if "aew_a0003" in r.name)
     run = await replay_run(engines, rec.path)
-    (start,) = run.of("playback_start")
+    (start,) = run.of(PlaybackStart)
     first = int(np.argmax(np.abs(run.reply) > 1e-3))
-    assert abs(first / run.rate - start["t"]) < 0.05  # the first sample out is where the log says
-    (end,) = run.of("speech_end")
-    assert start["t"] > end["end"]  # never answers before the person has finished
+    assert abs(first / run.rate - start.t) < 0.05  # the first sample out is where the log says
+    (end,) = run.of(SpeechEnd)
+    assert start.t > end.end  # never answers before the person has finished
 
 
 async def test_two_turns_keep_the_conversation(engines, replay_run):

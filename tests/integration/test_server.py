@@ -16,6 +16,7 @@ from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.bench.scoring import word_error_rate
+from voice.core.events import TtsChunk
 
 pytestmark = pytest.mark.engines
 
@@ -182,7 +183,7 @@ async def test_a_client_that_vanishes_mid_reply(voice_server, engines):
             await ws.send(float_to_pcm16(frame))
             await asyncio.sleep(0.02)
             conn = voice_server.connections[session]
-            if any(e["type"] == "tts_chunk" for e in conn.events):
+            if any(isinstance(e, TtsChunk) for e in conn.events):
                 break
         ws.transport.abort()  # gone: no close frame
     conn = await closed_session(voice_server, session)

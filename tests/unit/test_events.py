@@ -228,3 +228,56 @@ def test_every_event_the_core_and_the_session_emit_is_registered():
         emitted |= e
     assert emitted and emitted <= names
     assert made & names == names  # and no registered event is left that nothing makes
+
+
+# -- every event a consumer handles is a registered one ------------------------
+
+CONSUMERS = [
+    "voice/app/cli.py",
+    "voice/app/latency.py",
+    "voice/app/metrics.py",
+    "voice/app/terminal.py",
+    "transport/local.py",
+]
+
+
+def _matched_classes(tree: ast.AST) -> set[str]:
+    """The classes in the ``case C():`` patterns of ``tree``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.MatchClass):
+            assert isinstance(node.cls, ast.Name), ast.dump(node.cls)
+            out.add(node.cls.id)
+    return out
+
+
+def _imported_events(tree: ast.AST) -> set[str]:
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "voice.core.events"
+        for alias in node.names
+    }
+
+
+@pytest.mark.parametrize("path", CONSUMERS)
+def test_each_consumer_matches_only_registered_events(path):
+    tree = ast.parse((ROOT / path).read_text())
+    matched = _matched_classes(tree)
+    assert matched, f"{path} matches no event"
+    assert matched <= _imported_events(tree), f"{path}: {matched - _imported_events(tree)} not from voice.core.events"
+    assert matched <= {cls.__name__ for cls in EVENTS.values()}
+
+
+def test_the_dialects_tables_hold_registered_events_and_their_fields():
+    from dataclasses import fields
+
+    from transport.protocol import PUBLIC_EVENTS
+    from transport.realtime import EVENT_HANDLERS
+
+    registered = set(EVENTS.values())
+    assert set(PUBLIC_EVENTS) <= registered and set(EVENT_HANDLERS) <= registered
+    for cls, (_, names) in PUBLIC_EVENTS.items():
+        assert set(names) <= {f.name for f in fields(cls)}, cls
+    for cls, handler in EVENT_HANDLERS.items():
+        assert handler.__annotations__["e"] == cls.__name__, (cls, handler)

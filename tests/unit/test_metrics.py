@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from voice.app.metrics import PipelineMetrics
+from voice.core.events import (
+    AsrFinal,
+    BargeIn,
+    Error,
+    LlmDone,
+    LlmFirstToken,
+    PlaybackStart,
+    ResponseStart,
+    SpeechEnd,
+    TtsChunk,
+)
 
 TURN = [
-    {"t": 3.0, "type": "speech_end", "end": 2.5, "utterance": 1},
-    {"t": 3.9, "type": "asr_final", "text": "hi", "utterance": 1},
-    {"t": 3.9, "type": "response_start", "response": 1, "utterance": 1, "text": "hi"},
-    {"t": 4.0, "type": "llm_first_token", "response": 1},
-    {"t": 4.5, "type": "tts_chunk", "response": 1, "chunk": 1, "text": "Hello."},
-    {"t": 4.52, "type": "playback_start", "response": 1},
+    SpeechEnd(3.0, end=2.5, utterance=1),
+    AsrFinal(3.9, text="hi", utterance=1),
+    ResponseStart(3.9, response=1, utterance=1, text="hi"),
+    LlmFirstToken(4.0, response=1),
+    TtsChunk(4.5, response=1, chunk=1, text="Hello."),
+    PlaybackStart(4.52, response=1),
 ]
 
 
@@ -36,9 +47,9 @@ def test_barge_ins_count_the_tokens_they_cancelled_and_sessions_are_apart():
     for e in TURN:
         a(e)
     b(TURN[0])  # another session's speech end does not complete a's turn
-    a({"t": 5.0, "type": "barge_in", "response": 1, "utterance": 2, "reason": "words", "tokens": 7})
-    a({"t": 5.0, "type": "error", "where": "tts", "message": "boom"})
-    b({"t": 6.0, "type": "llm_done", "response": 1, "tokens": 5})
+    a(BargeIn(5.0, response=1, utterance=2, reason="words", paused_at=4.8, tokens=7))
+    a(Error(5.0, where="tts", message="boom"))
+    b(LlmDone(6.0, response=1, tokens=5))
     assert value(m, "voice_barge_ins_total") == 1
     assert value(m, "voice_llm_cancelled_tokens_total") == 7
     assert value(m, "voice_llm_tokens_total") == 12
@@ -69,7 +80,7 @@ def test_events_become_json_log_lines():
     import json
     import logging
 
-    from voice.app.logs import JsonFormatter, event_logger, read_events
+    from voice.app.logs import JsonFormatter, event_logger, read_events, read_records
 
     records: list[logging.LogRecord] = []
 
@@ -82,12 +93,14 @@ def test_events_become_json_log_lines():
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
-        event_logger("s1")({"t": 1.5, "type": "error", "where": "tts", "message": "boom"})
+        event_logger("s1")(Error(1.5, where="tts", message="boom"))
     finally:
         log.removeHandler(handler)
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["level"] == "ERROR" and line["session"] == "s1" and line["type"] == "error" and line["t"] == 1.5
     # read back from a log with other lines in it: only the event
     other = json.dumps({"ts": "x", "level": "INFO", "logger": "vllm", "message": "hi"})
-    (back,) = read_events(f"a plain line\n{other}\n{JsonFormatter().format(records[0])}\n")
-    assert back == line
+    log_text = f"a plain line\n{other}\n{JsonFormatter().format(records[0])}\n"
+    assert read_records(log_text) == [line]
+    assert list(line) == ["ts", "level", "logger", "session", "t", "type", "where", "message"]
+    assert read_events(log_text) == [Error(1.5, where="tts", message="boom")]

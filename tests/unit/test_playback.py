@@ -10,6 +10,7 @@ import pytest
 from tts.alignment import word_ends
 from voice.app.latency import turn_latencies
 from voice.core.audio import AudioBuffer
+from voice.core.events import event_from_json
 from voice.core.history import History, Turn
 from voice.core.ledger import PlaybackLedger, Word
 from voice.shell.clock import VirtualClock
@@ -53,7 +54,7 @@ def test_history_refuses_empty_turns_and_builds_messages():
 
 
 def test_latency_breakdown_from_events():
-    events = [
+    events = [  # as events.jsonl has them
         {"t": 1.5, "type": "speech_end", "end": 1.0, "utterance": 1},
         {"t": 1.9, "type": "asr_final", "text": "hi", "utterance": 1},
         {"t": 1.9, "type": "response_start", "response": 1, "utterance": 1, "text": "hi"},
@@ -61,7 +62,7 @@ def test_latency_breakdown_from_events():
         {"t": 2.3, "type": "tts_chunk", "response": 1, "chunk": 1, "text": "Hello."},
         {"t": 2.32, "type": "playback_start", "response": 1},
     ]
-    (turn,) = turn_latencies(events)
+    (turn,) = turn_latencies(map(event_from_json, events))
     assert (turn.endpoint_s, turn.asr_final_s, turn.llm_first_token_s) == (0.5, 0.4, 0.1)
     assert (turn.first_chunk_s, turn.first_audio_s, turn.voice_to_voice_s) == (0.3, 0.02, 1.32)
 

@@ -31,6 +31,7 @@ from voice.app.latency import format_table, turn_latencies
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
 from voice.core.endpointing import EndpointConfig
+from voice.core.events import AsrFinal, Backchannel, BargeIn, Error, Event, PlaybackResumed, Truncate, TtsChunk
 from voice.core.turns import BargeInPolicy
 from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import EngineConfig, load_engines
@@ -41,29 +42,32 @@ EXIT_USAGE = 2
 
 
 class EventLog:
-    """events.jsonl: one JSON object per line, flushed as each event happens."""
+    """events.jsonl: one JSON object per line (:meth:`Event.to_json`), flushed as each event happens."""
 
     def __init__(self, path: Path, echo: TextIO | None = None) -> None:
         self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.events: list[dict[str, Any]] = []
+        self.events: list[Event] = []
         self._echo = echo
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         self.events.append(event)
-        self._file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self._file.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
         self._file.flush()
-        if self._echo is not None:
-            if event["type"] == "asr_final" and event.get("text"):
-                print(f"[{event['t']:7.2f}] you:       {event['text']}", file=self._echo, flush=True)
-            elif event["type"] == "tts_chunk":
-                print(f"[{event['t']:7.2f}] assistant: {event['text']}", file=self._echo, flush=True)
-            elif event["type"] in ("barge_in", "backchannel", "playback_resumed"):
-                detail = event.get("text") or event.get("reason") or ""
-                print(f"[{event['t']:7.2f}] -- {event['type']} {detail}", file=self._echo, flush=True)
-            elif event["type"] == "truncate":
-                print(f"[{event['t']:7.2f}] -- heard: {event['text']!r}", file=self._echo, flush=True)
-            elif event["type"] == "error":
-                print(f"[{event['t']:7.2f}] error in {event['where']}: {event['message']}", file=self._echo)
+        if self._echo is None:
+            return
+        match event:
+            case AsrFinal() if event.text:
+                print(f"[{event.t:7.2f}] you:       {event.text}", file=self._echo, flush=True)
+            case TtsChunk():
+                print(f"[{event.t:7.2f}] assistant: {event.text}", file=self._echo, flush=True)
+            case BargeIn() | PlaybackResumed():
+                print(f"[{event.t:7.2f}] -- {event.type} {event.reason}", file=self._echo, flush=True)
+            case Backchannel():
+                print(f"[{event.t:7.2f}] -- {event.type} {event.text}", file=self._echo, flush=True)
+            case Truncate():
+                print(f"[{event.t:7.2f}] -- heard: {event.text!r}", file=self._echo, flush=True)
+            case Error():
+                print(f"[{event.t:7.2f}] error in {event.where}: {event.message}", file=self._echo)
 
     def close(self) -> None:
         self._file.close()

@@ -1,10 +1,12 @@
-"""Per-turn latency from the event log (pure)."""
+"""Per-turn latency from the pipeline's events (pure)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from voice.core.events import AsrFinal, Event, LlmFirstToken, PlaybackStart, ResponseStart, SpeechEnd, TtsChunk
 
 # The per-turn figures, in pipeline order (TurnLatency's field names).
 STAGES = ("endpoint_s", "asr_final_s", "llm_first_token_s", "first_chunk_s", "first_audio_s", "voice_to_voice_s")
@@ -37,28 +39,32 @@ class TurnTracker:
         self._ends: dict[int, dict[str, float]] = {}  # utterance -> speech end, endpoint, final
         self.turns: dict[int, tuple[TurnLatency, dict[str, float]]] = {}  # response -> (turn, marks)
 
-    def push(self, e: dict[str, Any]) -> TurnLatency | None:
-        kind = e["type"]
-        if kind == "speech_end":
-            self._ends[e["utterance"]] = {"end": e["end"], "endpoint": e["t"]}
-        elif kind == "asr_final" and e["utterance"] in self._ends:
-            self._ends[e["utterance"]]["final"] = e["t"]
-        elif kind == "response_start":
-            u = self._ends.pop(e["utterance"], {})
-            turn = TurnLatency(e["response"], e["text"], u.get("end", e["t"]))
-            self.turns[e["response"]] = (turn, {k: v for k, v in u.items() if k != "end"} | {"request": e["t"]})
-        elif e.get("response") in self.turns:
-            turn, marks = self.turns[e["response"]]
-            key = {"llm_first_token": "token", "tts_chunk": "chunk", "playback_start": "audio"}.get(kind)
-            if key and key not in marks:
-                marks[key] = e["t"]
-                if key == "audio":
-                    _fill(turn, marks)
-                    return turn
+    def push(self, e: Event) -> TurnLatency | None:
+        match e:
+            case SpeechEnd():
+                self._ends[e.utterance] = {"end": e.end, "endpoint": e.t}
+            case AsrFinal() if e.utterance in self._ends:
+                self._ends[e.utterance]["final"] = e.t
+            case ResponseStart():
+                u = self._ends.pop(e.utterance, {})
+                turn = TurnLatency(e.response, e.text, u.get("end", e.t))
+                self.turns[e.response] = (turn, {k: v for k, v in u.items() if k != "end"} | {"request": e.t})
+            case LlmFirstToken() | TtsChunk() | PlaybackStart() if e.response in self.turns:
+                turn, marks = self.turns[e.response]
+                key = MARKS[type(e)]
+                if key not in marks:
+                    marks[key] = e.t
+                    if isinstance(e, PlaybackStart):
+                        _fill(turn, marks)
+                        return turn
         return None
 
 
-def turn_latencies(events: Iterable[dict[str, Any]]) -> list[TurnLatency]:
+# The reply's first token, first chunk and first sample, as the marks _fill reads.
+MARKS: dict[type[Event], str] = {LlmFirstToken: "token", TtsChunk: "chunk", PlaybackStart: "audio"}
+
+
+def turn_latencies(events: Iterable[Event]) -> list[TurnLatency]:
     """One entry per answered user turn, from ``events`` in log order."""
     tracker = TurnTracker()
     for e in events:

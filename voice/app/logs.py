@@ -4,7 +4,8 @@
 :func:`event_logger` turns each pipeline event into a log record of the
 ``voice.events`` logger, so a log shipper sees events and errors in one
 stream: ``{"ts": ..., "level": "INFO", "logger": "voice.events", "session":
-..., "type": "barge_in", "t": 12.34, ...}``.
+..., "t": 12.34, "type": "barge_in", ...}``, the event as ``events.jsonl``
+has it (:meth:`~voice.core.events.Event.to_json`) inside the record.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-EventSink = Callable[[dict[str, Any]], None]
+from voice.core.events import Error, Event, event_from_json
+
+EventSink = Callable[[Event], None]
 EVENTS = "voice.events"
+RECORD = ("ts", "level", "logger", "session")  # what a log record adds around an event
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,16 +44,17 @@ def event_logger(session: str) -> EventSink:
     """A sink that logs each event of ``session`` (errors at ERROR, the rest at INFO)."""
     log = logging.getLogger(EVENTS)
 
-    def sink(event: dict[str, Any]) -> None:
-        level = logging.ERROR if event.get("type") == "error" else logging.INFO
+    def sink(event: Event) -> None:
+        level = logging.ERROR if isinstance(event, Error) else logging.INFO
         if log.isEnabledFor(level):
-            log.log(level, "%s", event.get("type"), extra={"event": {"session": session, **event}})
+            log.log(level, "%s", event.type, extra={"event": {"session": session, **event.to_json()}})
 
     return sink
 
 
-def read_events(text: str) -> list[dict[str, Any]]:
-    """The pipeline events in a ``--log-json`` log (other lines and records are skipped)."""
+def read_records(text: str) -> list[dict[str, Any]]:
+    """The pipeline events' records in a ``--log-json`` log, as written (``ts`` and
+    ``session`` included); other lines and records are skipped."""
     out = []
     for line in text.splitlines():
         if line.startswith("{"):
@@ -59,8 +64,16 @@ def read_events(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def read_events(text: str) -> list[Event]:
+    """The pipeline events in a ``--log-json`` log (other lines and records are skipped).
+
+    Raises :class:`~voice.core.events.EventError` on an event record that is no known event.
+    """
+    return [event_from_json({k: v for k, v in r.items() if k not in RECORD}) for r in read_records(text)]
+
+
 def fan_out(*sinks: EventSink) -> EventSink:
-    def sink(event: dict[str, Any]) -> None:
+    def sink(event: Event) -> None:
         for s in sinks:
             s(event)
 

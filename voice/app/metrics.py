@@ -25,6 +25,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from voice.app.latency import STAGES, TurnTracker
+from voice.core.events import Backchannel, BargeIn, Error, Event, LlmDone, PlaybackResumed, ResponseStart, TurnEnd
 
 # Voice-to-voice lives between ~0.3 s (a GPU) and several seconds (a loaded CPU).
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0)
@@ -69,8 +70,7 @@ class PipelineMetrics:
             self.session_opened(key)
         return lambda event: self.observe(event, key)
 
-    def observe(self, event: dict[str, Any], key: Any = None) -> None:
-        kind = event["type"]
+    def observe(self, event: Event, key: Any = None) -> None:
         tracker = self._trackers.setdefault(key, TurnTracker())
         done = tracker.push(event)
         if done is not None:
@@ -78,23 +78,24 @@ class PipelineMetrics:
                 value = getattr(done, stage)
                 if value is not None:
                     self.stage.labels(stage=stage[:-2]).observe(value)
-        if kind == "response_start":
-            self.turns.labels(role="user").inc()
-        elif kind == "turn_end":
-            self.turns.labels(role="assistant").inc()
-        elif kind == "llm_done":
-            self.tokens.inc(event.get("tokens", 0))
-        elif kind == "barge_in":
-            if event.get("reason") == "words":  # the person, not a client's cancel or a close
-                self.barge_ins.inc()
-            self.tokens.inc(event.get("tokens", 0))
-            self.cancelled_tokens.inc(event.get("tokens", 0))
-        elif kind == "backchannel":
-            self.backchannels.inc()
-        elif kind == "playback_resumed":
-            self.resumed.labels(reason=event.get("reason", "")).inc()
-        elif kind == "error":
-            self.errors.labels(where=event.get("where", "unknown")).inc()
+        match event:
+            case ResponseStart():
+                self.turns.labels(role="user").inc()
+            case TurnEnd():
+                self.turns.labels(role="assistant").inc()
+            case LlmDone():
+                self.tokens.inc(event.tokens)
+            case BargeIn():
+                if event.reason == "words":  # the person, not a client's cancel or a close
+                    self.barge_ins.inc()
+                self.tokens.inc(event.tokens)
+                self.cancelled_tokens.inc(event.tokens)
+            case Backchannel():
+                self.backchannels.inc()
+            case PlaybackResumed():
+                self.resumed.labels(reason=event.reason).inc()
+            case Error():
+                self.errors.labels(where=event.where).inc()
 
 
 def serve(metrics: PipelineMetrics, port: int, host: str = "127.0.0.1") -> None:

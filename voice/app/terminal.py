@@ -11,7 +11,22 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import Any, TextIO
+from typing import TextIO
+
+from voice.core.events import (
+    AsrFinal,
+    AsrPartial,
+    Error,
+    Event,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStart,
+    ResponseStart,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
 
 STATES = {
     "listening": "● listening",
@@ -45,38 +60,35 @@ class TerminalView:
 
     # -- input ------------------------------------------------------------------
 
-    def event(self, e: dict[str, Any]) -> None:
-        kind = e["type"]
-        if kind == "speech_start":
-            self.state = "paused" if self.state in ("speaking", "paused") else "user"
-        elif kind == "asr_partial":
-            self.partial = e.get("text", "")
-        elif kind == "asr_final":
-            self.partial = ""
-            if e.get("text"):
-                self._line(f"you:        {e['text']}")
-        elif kind == "response_start":
-            self.state = "thinking"
-            self._said[e["response"]] = []
-        elif kind == "tts_chunk":
-            self._said.setdefault(e["response"], []).append(e["text"])
-            self._line(f"assistant:  {e['text']}")
-        elif kind == "playback_start":
-            self.state = "speaking"
-        elif kind == "playback_paused":
-            self.state = "paused"
-        elif kind == "playback_resumed":
-            self.state = "speaking"
-        elif kind == "truncate":
-            said = " ".join(self._said.get(e["response"], []))
-            heard = e.get("text", "")
-            rest = said[len(heard) :].strip() if said.startswith(heard) else ""
-            self._line(f"✂ cut:       heard {heard!r}" + (f", not {rest!r}" if rest else ""))
-        elif kind == "turn_end":
-            self.state = "listening"
-            self._said.pop(e["response"], None)
-        elif kind == "error":
-            self._line(f"error in {e.get('where', '?')}: {e.get('message', '')}")
+    def event(self, e: Event) -> None:
+        match e:
+            case SpeechStart():
+                self.state = "paused" if self.state in ("speaking", "paused") else "user"
+            case AsrPartial():
+                self.partial = e.text
+            case AsrFinal():
+                self.partial = ""
+                if e.text:
+                    self._line(f"you:        {e.text}")
+            case ResponseStart():
+                self.state = "thinking"
+                self._said[e.response] = []
+            case TtsChunk():
+                self._said.setdefault(e.response, []).append(e.text)
+                self._line(f"assistant:  {e.text}")
+            case PlaybackStart() | PlaybackResumed():
+                self.state = "speaking"
+            case PlaybackPaused():
+                self.state = "paused"
+            case Truncate():
+                said = " ".join(self._said.get(e.response, []))
+                rest = said[len(e.text) :].strip() if said.startswith(e.text) else ""
+                self._line(f"✂ cut:       heard {e.text!r}" + (f", not {rest!r}" if rest else ""))
+            case TurnEnd():
+                self.state = "listening"
+                self._said.pop(e.response, None)
+            case Error():
+                self._line(f"error in {e.where}: {e.message}")
         self.render()
 
     def level(self, level_db: float | None) -> None:

@@ -17,33 +17,36 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from transport.echo_path import EchoPath
 from transport.files import load_audio
 from transport.replay import replay
+from voice.core.events import BargeIn, Event, PlaybackStart
 from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import Engines
 from voice.shell.session import Session, SessionConfig
+
+E = TypeVar("E", bound=Event)
 
 
 @dataclass
 class FixtureRun:
     label: dict[str, Any]
-    events: list[dict[str, Any]]
+    events: list[Event]
     transcript: list[dict[str, Any]]
     reply: np.ndarray
     rate: int
     errors: list[str] = field(default_factory=list)
 
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] == kind]
+    def of(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
     @property
-    def barge_ins(self) -> list[dict[str, Any]]:
-        return self.of("barge_in")
+    def barge_ins(self) -> list[BargeIn]:
+        return self.of(BargeIn)
 
     def reaction_s(self) -> float | None:
         """Interrupt onset to silent output, measured on the reply audio."""
@@ -69,8 +72,9 @@ class FixtureRun:
         """The first reply's audio from its start to the pause that cut it."""
         if not self.barge_ins:
             return None
-        start = next(e["t"] for e in self.of("playback_start") if e["response"] == self.barge_ins[0]["response"])
-        stop = self.barge_ins[0]["paused_at"] + 0.02
+        cut = self.barge_ins[0]
+        start = next(e.t for e in self.of(PlaybackStart) if e.response == cut.response)
+        stop = cut.paused_at + 0.02
         return self.reply[round(start * self.rate) : round(stop * self.rate)]
 
 
@@ -89,7 +93,7 @@ async def run_fixture(
     label = load_label(wav)
     db = label.get("echo_db") if echo_db is None else echo_db
     echo = None if db is None else EchoPath(db, label.get("echo_delay_ms", 30))
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     clock = VirtualClock() if fast else MonotonicClock()
     session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
     try:

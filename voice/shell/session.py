@@ -19,7 +19,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import soxr
@@ -53,7 +52,7 @@ from voice.shell.engines import Engines
 
 log = logging.getLogger("voice.shell.session")
 
-EventSink = Callable[[dict[str, Any]], None]
+EventSink = Callable[[Event], None]
 
 
 @dataclass(frozen=True)
@@ -308,7 +307,7 @@ class Session:
 
     def _emit(self, event: Event) -> None:
         try:
-            self._on_event(event.to_json())
+            self._on_event(event)
         except Exception:  # a broken sink must not take the conversation down
             log.exception("event sink failed on %s", event.type)
 
