@@ -281,3 +281,30 @@ def test_the_dialects_tables_hold_registered_events_and_their_fields():
         assert set(names) <= {f.name for f in fields(cls)}, cls
     for cls, handler in EVENT_HANDLERS.items():
         assert handler.__annotations__["e"] == cls.__name__, (cls, handler)
+
+
+# -- events.jsonl ----------------------------------------------------------------
+
+
+def test_the_event_log_writes_one_line_per_event_and_echoes_the_conversation(tmp_path):
+    import io
+
+    from voice.app.cli import EventLog
+
+    echo = io.StringIO()
+    log = EventLog(tmp_path / "events.jsonl", echo=echo)
+    for event, _ in WIRE:
+        log(event)
+    log.close()
+    assert (tmp_path / "events.jsonl").read_text() == "".join(line + "\n" for _, line in WIRE)
+    assert log.events == [e for e, _ in WIRE]
+    assert echo.getvalue().splitlines() == [
+        "[   2.90] you:       what time is it",
+        "[   3.30] assistant: It's noon — café time.",
+        "[   4.70] -- backchannel okay",
+        "[   4.70] -- backchannel mm",
+        "[   4.70] -- playback_resumed backchannel",
+        "[   4.60] -- barge_in words",
+        '[   4.60] -- heard: "It\'s"',
+        "[   1.00] error in tts: boom",
+    ]
