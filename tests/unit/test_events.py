@@ -308,3 +308,41 @@ def test_the_event_log_writes_one_line_per_event_and_echoes_the_conversation(tmp
         '[   4.60] -- heard: "It\'s"',
         "[   1.00] error in tts: boom",
     ]
+
+
+def test_every_observer_takes_every_event(tmp_path):
+    """A sink that raises loses the events after it (the session logs and goes on): none does."""
+    import io
+    import logging
+
+    from transport.protocol import VoiceProtocol
+    from transport.realtime import RealtimeProtocol
+    from voice.app.cli import EventLog
+    from voice.app.latency import TurnTracker
+    from voice.app.logs import JsonFormatter, event_logger, read_events
+    from voice.app.metrics import PipelineMetrics
+    from voice.app.terminal import TerminalView
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(JsonFormatter())
+    log = logging.getLogger("voice.events")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    tracker, metrics = TurnTracker(), PipelineMetrics()
+    sinks = [
+        EventLog(tmp_path / "events.jsonl"),
+        event_logger("s1"),
+        metrics.sink("s1"),
+        tracker.push,
+        TerminalView(io.StringIO(), live=True).event,
+        VoiceProtocol("s1", 24000).event,
+        RealtimeProtocol("s1", 24000).event,
+    ]
+    try:
+        for event, _ in WIRE:
+            for sink in sinks:
+                sink(event)
+    finally:
+        log.removeHandler(handler)
+    assert read_events(text.getvalue()) == [e for e, _ in WIRE]
