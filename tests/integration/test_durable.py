@@ -134,7 +134,12 @@ async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):
     assert [t["text"] for t in result.history] == [t.text for t in turns]
     assert result.history[1]["interrupted"] is True
     assert result.of("turn_end")
-    assert [t.role for t in voice_server.conversations.store.turns(session)] == ["user", "assistant", "user", "assistant"]
+    assert [t.role for t in voice_server.conversations.store.turns(session)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 async def test_an_unknown_session_is_said_and_a_new_one_started(voice_server):
