@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnxruntime
 
-from asr.vad import load_session
+from asr.vad import SileroVAD, load_session
 from asr.whisper import WhisperRecognizer
 from llm.base import LLM, GenerationConfig
 from tts.piper_tts import PiperTTS
@@ -70,6 +70,10 @@ class Engines:
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
+
+    def new_vad(self) -> SileroVAD:
+        """A VAD stream of its own (its recurrent state is per stream), on the shared model."""
+        return SileroVAD(self.vad_session)
 
     async def aclose(self) -> None:
         await self.llm.close()

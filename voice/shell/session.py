@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from asr.echo import EchoCanceller
-from asr.vad import SileroVAD
 from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, AudioBuffer
 from voice.core.echo_gate import EchoGate
@@ -111,8 +110,8 @@ class Session:
         echo_cancel = cfg.echo_cancel
         self._hearing = Hearing(
             cfg.endpoint,
-            vad=SileroVAD(engines.vad_session),
-            vad_raw=SileroVAD(engines.vad_session) if echo_cancel else None,
+            vad=engines.new_vad(),
+            vad_raw=engines.new_vad() if echo_cancel else None,
             gate=EchoGate() if echo_cancel else None,
             partials=partials,
             budget=engines.partial_budget,
