@@ -1,103 +1,118 @@
-"""The local conversation: a :class:`~transport.sound.SoundCard` driving a session.
+"""The sound card as the pipeline's device (``voice/shell/device.py``).
 
-Every 10 ms, on the session's (real) clock: the microphone's audio goes into
-the session in 20 ms blocks; what the DAC has played is reported to the
-session (playback ledger, echo canceller's reference); reply audio tops up the
-device buffer. The session's pause, resume and stop reach the device buffer at
-once (frozen, unfrozen, flushed), so a barge-in silences the speaker within a
-device block. Same shape as a network client's connection
-(``transport/ws_server.py``), with the sound card as the client.
+:class:`SoundCardDevice` wraps a :class:`~transport.sound.SoundCard`: every
+10 ms the pump takes the microphone's audio, with what the speaker played
+over the same span (lined up by the device's own timestamps: the echo
+canceller's reference), tops up the device buffer and learns what the DAC
+has played. Pause, resume and flush freeze, unfreeze and empty the device
+buffer at once, so a barge-in silences the speaker within a device block.
+
+A stream that stops (an xrun, a sound server that went away) is reopened in a
+thread, never on the event loop (PortAudio can block for seconds there), up
+to five times; a device that cannot be opened again is an
+:class:`~transport.sound.AudioDeviceError` raised from :meth:`capture`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Callable
 
 import numpy as np
 
-from transport.playback import RemotePlayback
+from transport.playback import PlaybackAccount
 from transport.sound import AudioDeviceError, SoundCard
-from voice.core.audio import ASR_RATE
-from voice.core.events import Event, PlaybackPaused, PlaybackResumed, PlaybackStopped
-from voice.shell.session import Session
+from voice.shell.device import Captured, Played
 
-TICK_S = 0.01
-BLOCK = round(0.02 * ASR_RATE)
+MAX_RESTARTS = 5
+STALL_S = 2.0  # a stream without a callback this long has stopped without saying so
 
 
-class LocalAudio:
-    """Glue between one session and the sound card; feed :meth:`event` every session event."""
+class SoundCardDevice:
+    tick_s = 0.01
 
-    def __init__(self, session: Session, card: SoundCard) -> None:
-        self.session = session
+    def __init__(self, card: SoundCard, on_first_audio: Callable[[], None] | None = None) -> None:
+        """``on_first_audio`` is called once, when the microphone's first audio arrives: a
+        stream can take a while to deliver after it starts (1.8 s on PulseAudio's virtual
+        devices), and what is said before then is not heard."""
         self.card = card
-        # The device buffer is the jitter buffer; the ledger only needs the order.
-        self.playback = RemotePlayback(session.output_rate, lead_s=3600.0, acks=True)
-        self._mic = np.zeros(0, dtype=np.float32)
-        self._far = np.zeros(0, dtype=np.float32)
-        self.level_db: float | None = None
+        # The device buffer is the jitter buffer: the account only needs the order.
+        self.account = PlaybackAccount(card.output_rate, lead_s=3600.0, acks=True)
+        self.level_db: float | None = None  # the microphone's loudness lately, for a meter
+        self._on_first_audio = on_first_audio
+        self._restart: concurrent.futures.Future | asyncio.Future | None = None
+        self._reason = ""
+        self._started = False
 
-    def event(self, e: Event) -> None:
-        match e:
-            case PlaybackPaused():
-                self.card.freeze(True)
-            case PlaybackResumed():
-                self.card.freeze(False)
-            case PlaybackStopped():
-                self.card.flush()
-                self.card.freeze(False)
+    def capture(self) -> Captured | None:
+        card = self.card
+        if not self._started:
+            card.start()
+            self._started = True
+        if self._restarting():
+            return Captured(np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32))
+        mic, far = card.captured()
+        if len(mic):
+            rms = float(np.sqrt(np.mean(mic**2)))
+            self.level_db = 20 * np.log10(rms) if rms > 1e-6 else -120.0
+            if self._on_first_audio is not None:
+                self._on_first_audio()
+                self._on_first_audio = None
+        return Captured(mic, far)
 
-    async def run(self, stop: asyncio.Event, hearing: Callable[[], None] | None = None) -> None:
-        """Until ``stop`` is set; raises AudioDeviceError if the device fails.
+    def room(self) -> int:
+        return self.card.room()
 
-        ``hearing`` is called once, when the microphone's first audio arrives: a
-        stream can take a while to deliver after it starts (1.8 s on PulseAudio's
-        virtual devices), and what is said before then is not heard.
-        """
-        session, card, playback = self.session, self.card, self.playback
-        card.start()
-        tick = 0
-        while not stop.is_set():
-            tick += 1
-            await session.clock.sleep_until(tick * TICK_S)
-            if card.failed or card.stalled(2.0):
-                reason = card.failed or "the audio device stopped responding"
-                if card.restarts >= 5:
-                    raise AudioDeviceError(
-                        f"{reason}, {card.restarts} times: giving up (a loaded machine, or a failing device?)"
-                    )
-                try:  # a stream stopped by an xrun opens again; a device unplugged does not
-                    await asyncio.to_thread(card.restart)  # bounded, but seconds: not on the loop
-                except AudioDeviceError as e:
-                    raise AudioDeviceError(
-                        f"{reason} and could not be opened again ({e}): check that it is plugged in and"
-                        " its sound server is running (--list-devices shows what is there), then run again"
-                    ) from e
-            mic, far = card.captured()
-            if hearing is not None and len(mic):
-                hearing()
-                hearing = None
-            self._mic, self._far = np.concatenate([self._mic, mic]), np.concatenate([self._far, far])
-            while len(self._mic) >= BLOCK:
-                block, self._mic = self._mic[:BLOCK], self._mic[BLOCK:]
-                echo, self._far = self._far[:BLOCK], self._far[BLOCK:]
-                rms = float(np.sqrt(np.mean(block**2)))
-                self.level_db = 20 * np.log10(rms) if rms > 1e-6 else -120.0
-                session.push_audio(block, far=echo)
-            played, dropped = card.played()
-            # Resampling rounds: never report more than was sent, and once the
-            # device has played all it was given, that is all that was sent.
-            dropped = min(dropped, playback.sent - playback.played)
-            played = playback.sent - dropped if card.idle else min(played, playback.sent - dropped)
-            if played >= playback.played and dropped >= playback.dropped:
-                for audio, response in playback.report(played, dropped):
-                    session.audio_played(audio, response)
-            room = card.room()
-            if room > 0:
-                audio, response = session.take_audio(room)
-                if len(audio):
-                    playback.sent_audio(audio, response, session.clock.now())
-                    card.play(audio)
-                else:
-                    card.drain()
+    def play(self, audio: np.ndarray, response: int | None) -> None:
+        if len(audio):
+            self.account.sent_audio(audio, response, 0.0)
+            self.card.play(audio)
+        else:
+            self.card.drain()
+
+    def played(self) -> list[Played]:
+        account = self.account
+        played, dropped = self.card.played()
+        # Resampling rounds: never report more than was sent, and once the
+        # device has played all it was given, that is all that was sent.
+        dropped = min(dropped, account.sent - account.played)
+        played = account.sent - dropped if self.card.idle else min(played, account.sent - dropped)
+        if played < account.played or dropped < account.dropped:
+            return []
+        return account.report(played, dropped)
+
+    def pause(self) -> None:
+        self.card.freeze(True)
+
+    def resume(self) -> None:
+        self.card.freeze(False)
+
+    def flush(self) -> None:
+        self.card.flush()
+        self.card.freeze(False)
+
+    def _restarting(self) -> bool:
+        """Whether a reopen is running; starts one when a stream has stopped."""
+        card = self.card
+        if self._restart is not None:
+            if not self._restart.done():
+                return True
+            error, self._restart = self._restart.exception(), None
+            if isinstance(error, AudioDeviceError):
+                raise AudioDeviceError(
+                    f"{self._reason} and could not be opened again ({error}): check that it is plugged in and"
+                    " its sound server is running (--list-devices shows what is there), then run again"
+                ) from error
+            if error is not None:
+                raise error
+        if not (card.failed or card.stalled(STALL_S)):
+            return False
+        self._reason = card.failed or "the audio device stopped responding"
+        if card.restarts >= MAX_RESTARTS:
+            raise AudioDeviceError(
+                f"{self._reason}, {card.restarts} times: giving up (a loaded machine, or a failing device?)"
+            )
+        # Bounded, but seconds: not on the loop. A stream stopped by an xrun opens again; an unplugged one does not.
+        self._restart = asyncio.get_running_loop().run_in_executor(None, card.restart)
+        return True

@@ -1,14 +1,16 @@
-"""Playback accounting for a speaker at the other end of a network (pure).
+"""What a speaker the pipeline does not drive sample by sample was sent, and played (pure).
 
-The server sends reply audio a little ahead of what the client has played
-(``lead``, its jitter buffer) and learns what was actually played from the
-client's reports: totals of samples played and of samples dropped unplayed
-(a buffer flushed on a barge-in), both counted over everything sent, in order.
-A client that sends no reports is taken to play each frame as soon as it
-arrives, one after the other. Either way the audio that was played comes out
-of :meth:`RemotePlayback.report` or :meth:`RemotePlayback.estimate`, tagged
-with the reply it belongs to, for the session's playback ledger and echo
-canceller. No I/O and no clock: times and counts in, segments out.
+A network client and the sound card both buffer reply audio ahead of what
+they play (``lead``, a jitter buffer or the device buffer) and tell what was
+played as totals: samples played and samples dropped unplayed (a buffer
+flushed on a barge-in), both counted over everything sent, in order. A
+client that sends no reports is taken to play each frame as soon as it
+arrives, one after the other (:meth:`PlaybackAccount.estimate`). Either way
+what comes out is sample counts per reply (:class:`~voice.shell.device.Played`),
+for the session's playback ledger. With ``keep_audio`` the played audio
+itself is kept too (:meth:`PlaybackAccount.take_played_audio`): a network
+client's echo-canceller reference is what it played. No I/O and no clock:
+times and counts in, counts out.
 """
 
 from __future__ import annotations
@@ -17,27 +19,30 @@ from collections import deque
 
 import numpy as np
 
-Segment = tuple[np.ndarray, int | None]  # audio and the reply it belongs to
+from voice.shell.device import Played
 
 
 class ReportError(ValueError):
     """A played report that cannot be true (totals going back, or beyond what was sent)."""
 
 
-class RemotePlayback:
-    def __init__(self, rate: int, lead_s: float, acks: bool) -> None:
+class PlaybackAccount:
+    def __init__(self, rate: int, lead_s: float, acks: bool = True, keep_audio: bool = False) -> None:
         self.rate = rate
         self.lead = max(1, round(lead_s * rate))
         self.acks = acks
+        self.keep_audio = keep_audio
         self.sent = 0  # samples sent so far
         self.played = 0  # ... reported (or estimated) played
         self.dropped = 0  # ... reported dropped unplayed
-        self._pending: deque[Segment] = deque()  # sent, neither played nor dropped, in order
+        self._pending: deque[tuple[int | None, int]] = deque()  # (reply, samples) sent, not yet played or dropped
+        self._audio: deque[np.ndarray] = deque()  # the same, as audio (keep_audio)
+        self._played_audio: list[np.ndarray] = []
         self._cursor = 0.0  # without acks: when the client will have played all it was sent
 
     @property
     def outstanding(self) -> int:
-        """Samples sent and not yet played or dropped: the client's buffer."""
+        """Samples sent and not yet played or dropped: the speaker's buffer."""
         return self.sent - self.played - self.dropped
 
     def budget(self, now: float) -> int:
@@ -50,40 +55,63 @@ class RemotePlayback:
     def sent_audio(self, audio: np.ndarray, response: int | None, now: float) -> None:
         if not len(audio):
             return
-        self._pending.append((audio, response))
+        self._pending.append((response, len(audio)))
+        if self.keep_audio:
+            self._audio.append(audio)
         self.sent += len(audio)
         self._cursor = max(self._cursor, now) + len(audio) / self.rate
 
-    def report(self, played: int, dropped: int = 0) -> list[Segment]:
-        """The client's totals; returns the audio newly played (dropped audio is discarded)."""
+    def report(self, played: int, dropped: int = 0) -> list[Played]:
+        """The speaker's totals; returns what was newly played, per reply."""
         if played < self.played or dropped < self.dropped:
             raise ReportError(f"played/dropped totals only grow (had {self.played}/{self.dropped})")
         if played + dropped > self.sent:
             raise ReportError(f"{played + dropped} samples reported, {self.sent} sent")
-        out = self._take(played - self.played)
+        out = self._take(played - self.played, keep=True)
         self.played = played
-        self._take(dropped - self.dropped)
+        self._take(dropped - self.dropped, keep=False)
         self.dropped = dropped
         return out
 
-    def estimate(self, now: float) -> list[Segment]:
-        """Without reports: the audio that has played by ``now``."""
+    def estimate(self, now: float) -> list[Played]:
+        """Without reports: what has played by ``now``."""
         ahead = max(0.0, self._cursor - now) * self.rate
         played = max(self.played, self.sent - round(ahead))
-        out = self._take(played - self.played)
+        out = self._take(played - self.played, keep=True)
         self.played = played
         return out
 
-    def _take(self, n: int) -> list[Segment]:
-        out: list[Segment] = []
+    def take_played_audio(self) -> np.ndarray:
+        """The audio played since the last call (``keep_audio``), in order."""
+        out, self._played_audio = self._played_audio, []
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    def _take(self, n: int, keep: bool) -> list[Played]:
+        out: list[Played] = []
         while n > 0 and self._pending:
-            audio, response = self._pending[0]
-            if len(audio) <= n:
+            response, k = self._pending[0]
+            taken = min(k, n)
+            if taken == k:
                 self._pending.popleft()
-                out.append((audio, response))
-                n -= len(audio)
             else:
-                out.append((audio[:n], response))
-                self._pending[0] = (audio[n:], response)
-                n = 0
+                self._pending[0] = (response, k - taken)
+            if out and out[-1].response == response:
+                out[-1] = Played(response, out[-1].samples + taken)
+            else:
+                out.append(Played(response, taken))
+            if self.keep_audio:
+                self._take_audio(taken, keep)
+            n -= taken
         return out
+
+    def _take_audio(self, n: int, keep: bool) -> None:
+        while n > 0:
+            head = self._audio[0]
+            if len(head) <= n:
+                self._audio.popleft()
+                piece = head
+            else:
+                piece, self._audio[0] = head[:n], head[n:]
+            if keep:
+                self._played_audio.append(piece)
+            n -= len(piece)

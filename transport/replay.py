@@ -1,11 +1,13 @@
 """Replay: a recording as the microphone, a file as the speaker.
 
-The recording is fed block by block on the session's clock. Each block, the
-speaker side pulls the same duration of reply audio, which is the playback
-clock: ``reply.wav`` holds the assistant's audio on the input's timeline
-(sample 0 = the input's start). With ``settle=True`` (virtual time) the feed
-waits for the engines after every block, so engine work takes no time on the
-timeline; otherwise blocks are fed at the real pace. Same code either way.
+:class:`ReplayDevice` is the device (``voice/shell/device.py``) that the pump
+drives: each 20 ms tick it gives the next block of the recording and its
+speaker plays one block of reply audio (silence where there is none), which
+is the playback clock. ``reply.wav`` holds the assistant's audio on the
+input's timeline (sample 0 = the input's start). With ``settle=True``
+(virtual time) the pump waits for the engines after every block, so engine
+work takes no time on the timeline; otherwise blocks are fed at the real
+pace. Same code either way.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import numpy as np
 import soxr
 
 from transport.echo_path import EchoPath
-from voice.core.audio import ASR_RATE
+from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
+from voice.shell.device import Captured, Played
+from voice.shell.pump import Pump
 from voice.shell.session import Session
-
-BLOCK_S = 0.02  # 20 ms: the output block a barge-in must stop within
 
 
 @dataclass
@@ -33,7 +35,83 @@ class ReplayResult:
     lateness_p99_s: float = 0.0
 
 
-BlockSource = Callable[[int, Session], np.ndarray | None]
+BlockSource = Callable[[int], np.ndarray | None]  # input block i (None: the input is over)
+
+
+class ReplayDevice:
+    """A recording as the microphone, a track as the speaker.
+
+    The speaker takes one 20 ms block a tick and plays it at once: what it is
+    given counts as played when given, and the block pulled at the end of
+    input block ``i`` fills ``[i + 1, i + 2)`` of the reply track. ``echo``
+    adds the speaker's output, through that simulated room, to the
+    microphone: what is played during a block comes back in the same span of
+    the next input block.
+    """
+
+    tick_s = BLOCK_S
+
+    def __init__(self, source: BlockSource, output_rate: int, echo: EchoPath | None = None) -> None:
+        self.source = source
+        self.output_rate = output_rate
+        self.out_block = round(BLOCK_S * output_rate)
+        self.blocks = 0  # input blocks given
+        self._track: list[np.ndarray] = [np.zeros(self.out_block, dtype=np.float32)]  # one block leads the reply
+        self._played: list[Played] = []
+        self._to_16k = soxr.ResampleStream(output_rate, ASR_RATE, 1, dtype="float32")
+        self._far = np.zeros(0, dtype=np.float32)  # the speaker's output at 16 kHz, not yet given
+        self._echo = echo
+        self._echo_buf = np.zeros(0, dtype=np.float32)  # echo still to reach the microphone
+
+    @property
+    def reply(self) -> np.ndarray:
+        return np.concatenate(self._track)
+
+    def capture(self) -> Captured | None:
+        block = self.source(self.blocks)
+        if block is None:
+            return None
+        self.blocks += 1
+        if len(block) < ASR_BLOCK:
+            block = np.pad(block, (0, ASR_BLOCK - len(block)))
+        if self._echo is not None:
+            now, self._echo_buf = self._echo_buf[:ASR_BLOCK], self._echo_buf[ASR_BLOCK:]
+            block = block + np.pad(now, (0, ASR_BLOCK - len(now)))
+        far, self._far = self._far, np.zeros(0, dtype=np.float32)
+        return Captured(block, far)
+
+    def room(self) -> int:
+        return self.out_block
+
+    def play(self, audio: np.ndarray, response: int | None) -> None:
+        block = np.zeros(self.out_block, dtype=np.float32)
+        block[: len(audio)] = audio
+        self._track.append(block)
+        if len(audio):
+            self._played.append(Played(response, len(audio)))
+        far = self._to_16k.resample_chunk(block)
+        self._far = np.concatenate([self._far, far])
+        if self._echo is not None:
+            self._echo_buf = np.concatenate([self._echo_buf, self._echo(far)])
+
+    def played(self) -> list[Played]:
+        out, self._played = self._played, []
+        return out
+
+    # The speaker plays each block as it is given: nothing is held to pause or drop.
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+async def _run(session: Session, device: ReplayDevice, settle: bool, max_blocks: int) -> ReplayResult:
+    stats = await Pump(session, device, settle).run(max_ticks=max_blocks)
+    return ReplayResult(device.reply, device.blocks * BLOCK_S, stats.lateness_max_s, stats.lateness_p99_s)
 
 
 async def replay(
@@ -42,21 +120,19 @@ async def replay(
     """Feed ``audio`` (16 kHz mono) through ``session``; return the reply audio.
 
     ``settle=True`` is virtual time; the session should then be in lockstep.
-    ``echo`` adds the assistant's output, through that simulated room, to the
-    microphone: what the speaker plays during a block comes back in the same
-    span of the next input block.
+    After the input, silence until the assistant has finished its reply (at
+    most ``max_tail_s``).
     """
-    in_block = round(BLOCK_S * ASR_RATE)
-    n_in_blocks = -(-len(audio) // in_block)
-    silence = np.zeros(in_block, dtype=np.float32)
+    n_in_blocks = -(-len(audio) // ASR_BLOCK)
+    silence = np.zeros(ASR_BLOCK, dtype=np.float32)
 
-    def source(i: int, session: Session) -> np.ndarray | None:
+    def source(i: int) -> np.ndarray | None:
         if i >= n_in_blocks:
-            # The input is over: silence until the assistant has finished its reply.
             return None if session.idle else silence
-        return audio[i * in_block : (i + 1) * in_block]
+        return audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK]
 
-    return await feed(session, source, settle, n_in_blocks + round(max_tail_s / BLOCK_S), echo)
+    device = ReplayDevice(source, session.output_rate, echo)
+    return await _run(session, device, settle, n_in_blocks + round(max_tail_s / BLOCK_S))
 
 
 async def replay_turns(
@@ -68,19 +144,18 @@ async def replay_turns(
     (the reply is over, or there was none), then ``gap_s`` more, then the next
     utterance: a person who waits for the answer before speaking again.
     """
-    in_block = round(BLOCK_S * ASR_RATE)
-    silence = np.zeros(in_block, dtype=np.float32)
+    silence = np.zeros(ASR_BLOCK, dtype=np.float32)
     gap = max(1, round(gap_s / BLOCK_S))
     queue = list(utterances)
     state = {"audio": queue.pop(0) if queue else np.zeros(0, np.float32), "pos": 0, "quiet": 0, "waited": 0}
     min_wait = round(1.0 / BLOCK_S)  # the endpoint takes a hangover: idle right after speech means nothing yet
 
-    def source(i: int, session: Session) -> np.ndarray | None:
+    def source(i: int) -> np.ndarray | None:
         audio, pos = state["audio"], state["pos"]
         if pos < len(audio):
-            state["pos"] = pos + in_block
+            state["pos"] = pos + ASR_BLOCK
             state["waited"] = 0
-            return audio[pos : pos + in_block]
+            return audio[pos : pos + ASR_BLOCK]
         state["waited"] += 1
         if state["waited"] > round(max_wait_s / BLOCK_S):
             raise TimeoutError(f"no end of the reply after {max_wait_s} s")
@@ -92,48 +167,4 @@ async def replay_turns(
                 state.update(audio=queue.pop(0), pos=0, quiet=0)
         return silence
 
-    return await feed(session, source, settle, 10**9)
-
-
-async def feed(
-    session: Session, source: BlockSource, settle: bool, max_blocks: int, echo: EchoPath | None = None
-) -> ReplayResult:
-    """The block loop under every replay: ``source(i, session)`` gives input block ``i`` (None: stop)."""
-    in_block = round(BLOCK_S * ASR_RATE)
-    out_rate = session.output_rate
-    out_block = round(BLOCK_S * out_rate)
-    reply: list[np.ndarray] = []
-    silence = np.zeros(in_block, dtype=np.float32)
-    to_16k = soxr.ResampleStream(out_rate, ASR_RATE, 1, dtype="float32") if echo else None
-    echo_buf = np.zeros(0, dtype=np.float32)  # echo still to reach the microphone
-    lateness: list[float] = []
-    clock = session.clock
-    i = 0
-    while i < max_blocks:
-        block = source(i, session)
-        if block is None:
-            break
-        # Block i is the audio of [i, i + 1) * BLOCK_S: it exists once its end is reached.
-        due = (i + 1) * BLOCK_S
-        await clock.sleep_until(due)
-        lateness.append(clock.now() - due)
-        if len(block) < in_block:
-            block = np.concatenate([block, silence[: in_block - len(block)]])
-        if echo is not None:
-            now, echo_buf = echo_buf[:in_block], echo_buf[in_block:]
-            block = block + np.pad(now, (0, in_block - len(now)))
-        session.push_audio(block)
-        played = session.pull_audio(out_block)
-        reply.append(played)
-        if echo is not None and to_16k is not None:
-            echo_buf = np.concatenate([echo_buf, echo(to_16k.resample_chunk(played))])
-        if settle:
-            await session.settle()
-        i += 1
-    # The block pulled at the end of input block i starts playing then: one
-    # block of silence leads the reply track.
-    reply.insert(0, np.zeros(out_block, dtype=np.float32))
-    late = np.asarray(lateness or [0.0])
-    return ReplayResult(
-        np.concatenate(reply), i * BLOCK_S, round(float(late.max()), 4), round(float(np.percentile(late, 99)), 4)
-    )
+    return await _run(session, ReplayDevice(source, session.output_rate), settle, 10**9)

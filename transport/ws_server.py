@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -36,7 +36,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from transport.playback import RemotePlayback, ReportError
+from transport.playback import PlaybackAccount, ReportError
 from transport.protocol import (
     Action,
     AudioIn,
@@ -49,20 +49,17 @@ from transport.protocol import (
     TruncateReply,
     VoiceProtocol,
 )
-from voice.app.metrics import PipelineMetrics
-from voice.app.store import ConversationStore, ForeignSession, StoreError, TurnRecorder, UnknownSession, open_history
-from voice.core.audio import ASR_RATE
+from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
 from voice.core.events import Event
-from voice.core.history import History
 from voice.shell.clock import MonotonicClock
+from voice.shell.device import Captured, Played
 from voice.shell.engines import Engines
+from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
 
 log = logging.getLogger("voice.server")
 
 WEB_ROOT = Path(__file__).parent / "web"
-TICK_S = 0.02  # the connection's audio loop: input blocks in, reply frames out
-BLOCK = round(TICK_S * ASR_RATE)
 
 
 def is_loopback(host: str) -> bool:
@@ -95,18 +92,36 @@ class ServerConfig:
 EventHook = Callable[[str, dict[str, Any]], None]  # (session id, pipeline event), for logs and tests
 
 
+class SessionObserver(Protocol):
+    """Watches every session (the app's metrics); keyed by the connection, whose id changes on resume."""
+
+    def session_opened(self, key: object) -> None: ...
+
+    def observe(self, event: dict[str, Any], key: object) -> None: ...
+
+    def session_closed(self, key: object) -> None: ...
+
+
+class ConversationOpener(Protocol):
+    """The resume policy (``voice/app/conversations.py``): which conversation a session goes on with."""
+
+    def open(
+        self, resume: str | None, system_prompt: str | None = None, owner: str | None = None, in_use: Any = ()
+    ) -> Any: ...
+
+
 class VoiceServer:
     def __init__(
         self,
         engines: Engines,
         config: ServerConfig | None = None,
-        metrics: PipelineMetrics | None = None,
+        metrics: SessionObserver | None = None,
         on_event: EventHook | None = None,
-        store: ConversationStore | None = None,
+        conversations: ConversationOpener | None = None,
     ) -> None:
-        """``store``: where finalized turns are kept and resumed from (None: in memory only)."""
+        """``conversations``: where finalized turns are kept and resumed from (None: in memory only)."""
         self.engines = engines
-        self.store = store
+        self.conversations = conversations
         self.config = config or ServerConfig()
         self.config.check()
         self.metrics = metrics
@@ -225,6 +240,85 @@ class VoiceServer:
         self.connections[session_id] = conn
 
 
+class ClientDevice:
+    """A network client as the pipeline's device (``voice/shell/device.py``).
+
+    Its microphone is the audio the client sends, fed to the session at real
+    time however it arrives (bursts are spread over the ticks they cover);
+    its speaker is the client's player: reply audio is sent ``lead`` ahead of
+    what the client reports played (or, without reports, of when it would
+    have played what it was sent), and what it played is the echo
+    canceller's reference. Pause, resume and flush reach the client as the
+    protocol's events (``playback_paused``, ...), which it acts on itself.
+    """
+
+    tick_s = BLOCK_S
+
+    def __init__(self, output_rate: int, lead_s: float, acks: bool, send: Callable[[np.ndarray, int | None], None]):
+        self.account = PlaybackAccount(output_rate, lead_s, acks, keep_audio=True)
+        self._send = send
+        self._input = np.zeros(0, dtype=np.float32)  # 16 kHz, received and not yet fed
+        self._input_start: float | None = None  # when the first audio arrived
+        self._fed = 0  # blocks fed so far
+        self._to_16k = soxr.ResampleStream(output_rate, ASR_RATE, 1, dtype="float32")
+        self._far = np.zeros(0, dtype=np.float32)  # what the client played, at 16 kHz, not yet given
+        self._reported: list[Played] = []
+
+    @property
+    def buffered_s(self) -> float:
+        """Microphone audio received and not yet fed."""
+        return len(self._input) / ASR_RATE
+
+    def receive(self, samples: np.ndarray) -> None:
+        """Microphone audio from the client, at 16 kHz."""
+        if self._input_start is None:
+            self._input_start = time.monotonic()
+        self._input = np.concatenate([self._input, samples])
+
+    def report(self, played: int, dropped: int) -> None:
+        """The client's played report (totals); raises ReportError if it cannot be true."""
+        self._reported += self.account.report(played, dropped)
+
+    def capture(self) -> Captured:
+        if self._input_start is None:
+            return Captured(np.zeros(0, dtype=np.float32))
+        due = int((time.monotonic() - self._input_start) / BLOCK_S) + 1
+        n = min(due - self._fed, len(self._input) // ASR_BLOCK)
+        if n <= 0:
+            return Captured(np.zeros(0, dtype=np.float32))
+        k = n * ASR_BLOCK
+        mic, self._input = self._input[:k], self._input[k:]
+        self._fed += n
+        self._far = np.concatenate([self._far, self._to_16k.resample_chunk(self.account.take_played_audio())])
+        # Played reports come in bursts, not per block: a gap is silence then.
+        far, self._far = self._far[:k], self._far[k:]
+        return Captured(mic, np.pad(far, (0, k - len(far))))
+
+    def room(self) -> int:
+        return self.account.budget(time.monotonic())
+
+    def play(self, audio: np.ndarray, response: int | None) -> None:
+        if len(audio):
+            self.account.sent_audio(audio, response, time.monotonic())
+            self._send(audio, response)
+
+    def played(self) -> list[Played]:
+        if not self.account.acks:
+            return self.account.estimate(time.monotonic())
+        out, self._reported = self._reported, []
+        return out
+
+    # The client holds, resumes and drops its own buffer on the protocol's events.
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
 class Connection:
     """One client: its protocol state, its session and the loops that drive them."""
 
@@ -235,16 +329,13 @@ class Connection:
         self.dialect = dialect
         self.limits: Limits = server.config.limits
         self.session: Session | None = None
-        self.recorder: TurnRecorder | None = None  # persists the turns (None: in memory only)
+        self.device: ClientDevice | None = None
+        self.recorder: Any = None  # persists the turns (None: in memory only)
         self._store_warned = False
-        self.playback: RemotePlayback | None = None
         self.clock = MonotonicClock()
         self.events: list[dict[str, Any]] = []  # every pipeline event of this session
         self.close_code: int | None = None
         self._to_16k: soxr.ResampleStream | None = None
-        self._input = np.zeros(0, dtype=np.float32)  # 16 kHz, received and not yet fed
-        self._fed_blocks = 0
-        self._input_start: float | None = None  # when the first audio arrived
         self._last_rx = time.monotonic()
         self._last_too_fast = -1.0
         self._outbox: deque[tuple[float, str | bytes]] = deque()
@@ -309,39 +400,6 @@ class Connection:
             if isinstance(action, Send):
                 self._send(action.message)
 
-    def _open_history(self, cfg: Configure, system_prompt: str) -> History | None:
-        """The stored conversation to go on with, or a new stored one; None: in memory only.
-
-        A session id that is unknown, another token's, or open in another
-        connection gets an error and a new conversation; a failing store gets
-        an error and the conversation is kept in memory.
-        """
-        store = self.server.store
-        resume = cfg.resume
-        if store is None:
-            if resume is not None:
-                self._send_error(
-                    "unknown_session", "this server keeps no conversations (no --db): a new one is started"
-                )
-            return None
-        if resume is not None and resume in self.server.connections:
-            self._send_error("session_in_use", f"conversation {resume[:12]} is open in another connection")
-            resume = None
-        owner = self.server.config.token
-        try:
-            try:
-                session_id, history, self.recorder = open_history(store, resume, owner, system_prompt)
-            except (UnknownSession, ForeignSession) as e:
-                code = "unknown_session" if isinstance(e, UnknownSession) else "foreign_session"
-                self._send_error(code, f"no conversation {str(resume)[:12]} for this client: a new one is started")
-                session_id, history, self.recorder = open_history(store, None, owner, system_prompt)
-        except StoreError as e:
-            log.error("session %s: %s", self.id, e)
-            self._send_error("store_unavailable", "conversations cannot be saved now; this one is kept in memory")
-            return None
-        self.server.rekey(self, session_id)
-        return history
-
     def _configure(self, cfg: Configure) -> None:
         if self.session is not None:  # a later session.update: what may change mid-session
             if cfg.instructions is not None:
@@ -351,15 +409,34 @@ class Connection:
         session_cfg = dataclasses.replace(session_cfg, echo_cancel=session_cfg.echo_cancel and cfg.echo_cancel)
         if cfg.instructions is not None:
             session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
-        history = self._open_history(cfg, session_cfg.system_prompt)
-        self.clock = MonotonicClock()
-        self.session = Session(
-            self.server.engines, self.clock, session_cfg, self._on_event, history, reports_playback=True
-        )
+        history = None
+        conversations = self.server.conversations
+        if conversations is None:
+            if cfg.resume is not None:
+                self._send_error(
+                    "unknown_session", "this server keeps no conversations (no --db): a new one is started"
+                )
+        else:
+            opened = conversations.open(
+                cfg.resume, session_cfg.system_prompt, self.server.config.token, in_use=self.server.connections
+            )
+            for code, message in opened.notices:
+                self._send_error(code, message)
+            if opened.store_error is not None:
+                log.error("session %s: %s", self.id, opened.store_error)
+            if opened.session_id is not None:
+                self.server.rekey(self, opened.session_id)
+            history, self.recorder = opened.history, opened.recorder
+        self.clock = MonotonicClock()  # restarted at the first audio (the pump): the session's timeline
+        self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history)
         self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
-        self.playback = RemotePlayback(self.session.output_rate, cfg.lead_s, cfg.acks)
+        self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
         self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)
-        self._tasks.append(asyncio.create_task(self._audio_loop(), name=f"audio-{self.id[:8]}"))
+        pump = Pump(self.session, self.device)
+        self._tasks.append(asyncio.create_task(pump.run(), name=f"audio-{self.id[:8]}"))
+
+    def _send_audio(self, audio: np.ndarray, response: int | None) -> None:
+        self._apply_now(self.dialect.audio(audio, response))
 
     def _on_event(self, event: Event) -> None:
         self.events.append(event)
@@ -375,59 +452,31 @@ class Connection:
         self._apply_now(self.dialect.event(event))
 
     def _receive_audio(self, samples: np.ndarray) -> None:
+        if self.device is None:
+            return
         if self._to_16k is not None:
             samples = self._to_16k.resample_chunk(samples.astype(np.float32))
-        if self._input_start is None:
-            self._input_start = self.clock.now()
-        room = round(self.limits.max_ahead_s * ASR_RATE) - len(self._input)
+        room = round(self.limits.max_ahead_s * ASR_RATE) - round(self.device.buffered_s * ASR_RATE)
         if len(samples) > room:
-            now = self.clock.now()
+            now = time.monotonic()
             if now - self._last_too_fast >= 1.0:  # one error a second, not one a frame
                 self._last_too_fast = now
                 excess = (len(samples) - max(room, 0)) / ASR_RATE
                 msg = f"audio is {self.limits.max_ahead_s:g} s ahead of real time; {excess:.2f} s dropped"
                 self._send_error("input_too_fast", msg)
             samples = samples[: max(room, 0)]
-        self._input = np.concatenate([self._input, samples])
+        self.device.receive(samples)
 
     def _played(self, report: PlayedReport) -> None:
-        if self.playback is None or self.session is None:
+        if self.device is None:
             return
-        if not self.playback.acks:
+        if not self.device.account.acks:
             self._send_error("not_ready", "'played' reports need 'acks': true in 'hello'")
             return
         try:
-            segments = self.playback.report(report.played, report.dropped)
+            self.device.report(report.played, report.dropped)
         except ReportError as e:
             self._send_error("invalid_message", str(e))
-            return
-        for audio, response in segments:
-            self.session.audio_played(audio, response)
-
-    async def _audio_loop(self) -> None:
-        """Every 20 ms: microphone blocks into the session at real time, reply audio out."""
-        session, playback = self.session, self.playback
-        assert session is not None and playback is not None
-        tick = 0
-        while True:
-            tick += 1
-            await self.clock.sleep_until(tick * TICK_S)
-            now = self.clock.now()
-            if self._input_start is not None:
-                due = int((now - self._input_start) / TICK_S) + 1
-                while self._fed_blocks < due and len(self._input) >= BLOCK:
-                    block, self._input = self._input[:BLOCK], self._input[BLOCK:]
-                    session.push_audio(block)
-                    self._fed_blocks += 1
-            if not playback.acks:
-                for audio, response in playback.estimate(now):
-                    session.audio_played(audio, response)
-            budget = playback.budget(now)
-            if budget > 0:
-                audio, response = session.take_audio(budget)
-                if len(audio):
-                    playback.sent_audio(audio, response, now)
-                    self._apply_now(self.dialect.audio(audio, response))
 
     async def _watchdog(self) -> None:
         """Close a session whose client reads nothing, or says nothing, for too long."""

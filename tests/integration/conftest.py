@@ -73,10 +73,11 @@ async def voice_server(engines, tmp_path_factory):
     ``.url`` is its http:// address (the page at /, our protocol at /ws, the
     Realtime dialect at /v1/realtime)."""
     from transport.ws_server import ServerConfig, VoiceServer
+    from voice.app.conversations import Conversations
     from voice.app.store import ConversationStore
 
     store = ConversationStore.open(tmp_path_factory.mktemp("db") / "conversations.db")
-    server = VoiceServer(engines, ServerConfig(port=0), store=store)
+    server = VoiceServer(engines, ServerConfig(port=0), conversations=Conversations(store))
     await server.start()
     server.url = f"http://127.0.0.1:{server.port}"
     server.ws_url = f"ws://127.0.0.1:{server.port}/ws"

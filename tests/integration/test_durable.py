@@ -21,6 +21,7 @@ from transport.client import talk
 from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
+from voice.app.conversations import Conversations
 from voice.app.store import ConversationStore, StoreFull
 from voice.bench.scoring import word_error_rate
 
@@ -124,7 +125,7 @@ async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):
         if session in voice_server.closed:
             break
         await asyncio.sleep(0.05)
-    turns = voice_server.store.turns(session)
+    turns = voice_server.conversations.store.turns(session)
     assert [t.role for t in turns] == ["user", "assistant"]
     heard = turns[1]
     # Stored as far as the client said it played (1.5 s of a longer reply), never the unheard rest.
@@ -133,7 +134,12 @@ async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):
     assert [t["text"] for t in result.history] == [t.text for t in turns]
     assert result.history[1]["interrupted"] is True
     assert result.of("turn_end")
-    assert [t.role for t in voice_server.store.turns(session)] == ["user", "assistant", "user", "assistant"]
+    assert [t.role for t in voice_server.conversations.store.turns(session)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 async def test_an_unknown_session_is_said_and_a_new_one_started(voice_server):
@@ -144,7 +150,7 @@ async def test_an_unknown_session_is_said_and_a_new_one_started(voice_server):
 
 async def test_a_full_disk_is_said_and_the_conversation_goes_on_in_memory(engines, tmp_path):
     store = ConversationStore.open(tmp_path / "c.db")
-    server = VoiceServer(engines, ServerConfig(port=0), store=store)
+    server = VoiceServer(engines, ServerConfig(port=0), conversations=Conversations(store))
     await server.start()
     try:
         # SQLite's own "database or disk is full", as on a full disk: no page can be added,

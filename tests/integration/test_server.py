@@ -205,7 +205,7 @@ async def test_sessions_at_once_are_isolated(voice_server):
         history = (await closed_session(voice_server, result.session)).history.to_json()
         assert [t["role"] for t in history] == ["user", "assistant"]
         # Written at once by three sessions, every finalized turn is in the store.
-        assert [t.text for t in voice_server.store.turns(result.session)] == [t["text"] for t in history]
+        assert [t.text for t in voice_server.conversations.store.turns(result.session)] == [t["text"] for t in history]
     assert len({r.session for r in results}) == 3
 
 

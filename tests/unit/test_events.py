@@ -237,7 +237,6 @@ CONSUMERS = [
     "voice/app/latency.py",
     "voice/app/metrics.py",
     "voice/app/terminal.py",
-    "transport/local.py",
 ]
 
 

@@ -165,7 +165,7 @@ def test_long_speech_is_a_barge_in_cut_to_what_was_heard():
     assert of(CancelResponse, cmds) == [CancelResponse(r)]
     assert emitted(cmds) == [InterruptionCheck, BargeIn, PlaybackStopped, Truncate, TurnEnd]
     (trunc,) = events(Truncate, cmds)
-    assert trunc.text == "It is noon." and trunc.audio_end_ms == round(260 / 24)
+    assert trunc.text == "It is noon." and trunc.audio_end_ms == round(280 / 24)
     last = conv.history.turns[-1]
     assert (last.text, last.interrupted) == ("It is noon.", True)
     assert last.generated_text == "It is noon. The sun is high."
@@ -194,14 +194,14 @@ def test_confirmed_speech_keeps_the_early_pause_and_what_was_heard_before_it():
     conv = Conversation()
     speaking(conv, played=120)  # "It" (and a fifth of "is")
     conv.speech_onset(2.5, 2.596)
-    conv.played(20, 2.6)  # the fade-out block: not heard as a word
+    conv.played(20, 2.6)  # the fade-out: played, but too little to be heard as a word
     cmds = conv.speech_started(2.5, 2.692)
     assert of(PausePlayback, cmds) == []  # one pause, at the onset
     assert conv.onset_dropped(2.8) == []  # the speech is judged by its words now
     (check,) = of(CheckInterruption, conv.speech_continues(3.2))
     cmds = conv.interruption_checked(check.utterance, "stop please", 3.3)
     (trunc,) = events(Truncate, cmds)
-    assert trunc.audio_end_ms == round(120 / 24)
+    assert trunc.audio_end_ms == round(140 / 24)
     assert trunc.text == "It"
 
 

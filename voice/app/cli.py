@@ -27,15 +27,17 @@ from typing import Any, TextIO
 
 from llm.base import GenerationConfig
 from transport.files import AudioInputError, load_audio
+from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.latency import format_table, turn_latencies
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
 from voice.core.endpointing import EndpointConfig
 from voice.core.events import AsrFinal, Backchannel, BargeIn, Error, Event, PlaybackResumed, Truncate, TtsChunk
 from voice.core.turns import BargeInPolicy
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.engines import EngineConfig, load_engines
+from voice.shell.clock import Clock, MonotonicClock, VirtualClock
+from voice.shell.engines import EngineConfig, Engines, load_engines
 from voice.shell.models import MissingModelError
+from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
 
 EXIT_USAGE = 2
@@ -146,9 +148,108 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class UsageError(Exception):
+    """A problem the person can fix: said in one line, exit code 2."""
+
+
 def fail(message: str) -> int:
     print(f"voice.run: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _warn(message: str) -> None:
+    print(f"voice.run: {message}", file=sys.stderr, flush=True)
+
+
+class Runtime:
+    """What every mode starts with, and shuts down the same way: the store, the metrics, the engines.
+
+    ``store``: open the conversation store (``--db``); ``resume``: open the
+    conversation this run goes on with (a new one, or ``--session``'s) before
+    the engines load, so that a wrong id is said before a minute of loading.
+    """
+
+    def __init__(self, args: argparse.Namespace, engine_cfg: EngineConfig, store: bool, resume: bool) -> None:
+        self.args = args
+        self.engine_cfg = engine_cfg
+        self._want_store = store
+        self._want_conversation = resume
+        self.store = None
+        self.conversations: Conversations | None = None
+        self.opened: Opened | None = None
+        self.metrics: PipelineMetrics | None = None
+        self.engines: Engines | None = None
+        self.cold_s = 0.0
+
+    async def __aenter__(self) -> Runtime:
+        args = self.args
+        if self._want_store:
+            self.store = open_store(args)
+        if self.store is not None:
+            self.conversations = Conversations(self.store)
+        if self._want_conversation and self.conversations is not None:
+            try:
+                self.opened = self.conversations.open(args.session, strict=True)
+            except SessionError as e:
+                await self.aclose()
+                raise UsageError(f"{e} (python -m voice.history list shows the stored ones)") from e
+            if self.opened.store_error is not None:
+                _warn(f"{self.opened.store_error}; this conversation is kept in memory only")
+        if args.metrics_port is not None:
+            self.metrics = PipelineMetrics()
+            serve(self.metrics, args.metrics_port)
+            print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        print("loading engines ...", file=sys.stderr, flush=True)
+        try:
+            self.engines = await asyncio.to_thread(load_engines, self.engine_cfg)
+        except BaseException:
+            await self.aclose()
+            raise
+        self.cold_s = time.monotonic() - t0
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self.engines is not None:
+            await self.engines.aclose()
+            self.engines = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.opened.session_id if self.opened is not None else None
+
+    def session(self, clock: Clock, config: SessionConfig, sinks: list[EventSink], lockstep: bool = False) -> Session:
+        """The run's one session, with the observers every mode has (metrics, --log-json) after ``sinks``."""
+        assert self.engines is not None
+        name = self.session_id or "local"
+        sinks = list(sinks)
+        if self.metrics is not None:
+            sinks.append(self.metrics.sink(name))
+        if self.args.log_json:
+            sinks.append(event_logger(name))
+        history = self.opened.history if self.opened is not None else None
+        return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep)
+
+    def saved(self, hint: str) -> None:
+        if self.session_id is not None:
+            print(f"saved as {self.session_id} ({hint.format(id=self.session_id[:8])})", file=sys.stderr)
+
+
+def stop_on_signals() -> asyncio.Event:
+    """Set on Ctrl+C or SIGTERM: the mode winds down and the runtime closes."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
@@ -156,50 +257,24 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     from transport.files import write_wav
     from transport.replay import replay
 
-    t0 = time.monotonic()
-    print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
-    cold = time.monotonic() - t0
-    loads = ", ".join(f"{k} {v:.1f} s" for k, v in engines.load_times.items())
-    print(f"ready in {cold:.1f} s ({loads})", file=sys.stderr, flush=True)
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
-    sinks: list[EventSink] = [log]
-    if args.metrics_port is not None:
-        metrics = PipelineMetrics()
-        serve(metrics, args.metrics_port)
-        print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
-        sinks.append(metrics.sink("replay"))
-    if args.log_json:
-        sinks.append(event_logger("replay"))
-    history, session_id, store = None, None, None
-    if args.db is not None or args.session is not None:  # kept in the store (else only in out/)
-        from voice.app.store import SessionError, StoreError, open_history
-
-        store = open_store(args)
-        if store is not None:
-            try:
-                session_id, history, _ = open_history(
-                    store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
-                )
-            except SessionError as e:
-                await engines.aclose()
-                return fail(f"{e} (python -m voice.history list shows the stored ones)")
-            except StoreError as e:
-                print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
-    clock = VirtualClock() if args.fast else MonotonicClock()
-    session = Session(engines, clock, session_cfg, fan_out(*sinks), history, lockstep=args.fast)
-    try:
-        echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
-        result = await replay(session, audio, settle=args.fast, echo=echo)
-    finally:
-        await session.aclose()
-        log.close()
-        await engines.aclose()
-        if store is not None:
-            store.close()
-    write_wav(args.out / "reply.wav", result.reply, engines.output_rate)
+    # Kept in the store only when asked (--db, --session); always in out/.
+    stored = args.db is not None or args.session is not None
+    async with Runtime(args, engine_cfg, store=stored, resume=stored) as rt:
+        assert rt.engines is not None
+        loads = ", ".join(f"{k} {v:.1f} s" for k, v in rt.engines.load_times.items())
+        print(f"ready in {rt.cold_s:.1f} s ({loads})", file=sys.stderr, flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
+        clock = VirtualClock() if args.fast else MonotonicClock()
+        session = rt.session(clock, session_cfg, [log], lockstep=args.fast)
+        try:
+            echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
+            result = await replay(session, audio, settle=args.fast, echo=echo)
+        finally:
+            await session.aclose()
+            log.close()
+        output_rate = rt.engines.output_rate
+    write_wav(args.out / "reply.wav", result.reply, output_rate)
     transcript = session.history.to_json()
     (args.out / "transcript.json").write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
     turns = turn_latencies(log.events)
@@ -208,17 +283,14 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     for turn in transcript:
         print(f"  {turn['role']:>9}: {turn['text']}")
     print()
-    print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {cold:.1f} s, not included):")
+    print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {rt.cold_s:.1f} s, not included):")
     print(format_table(turns))
     print(f"\nwrote {args.out}/reply.wav, events.jsonl, transcript.json")
-    if session_id is not None:
-        print(f"saved as {session_id} (go on with --session {session_id[:8]}…; python -m voice.history show)")
+    rt.saved("go on with --session {id}…; python -m voice.history show")
     return 1 if session.errors else 0
 
 
 async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
-    import signal
-
     from transport.protocol import Limits
     from transport.ws_server import ServerConfig, VoiceServer
 
@@ -235,40 +307,29 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         config.check()
     except ValueError as e:
         return fail(str(e))
-    t0 = time.monotonic()
-    print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
-    metrics = PipelineMetrics()
-    if args.metrics_port is not None:
-        serve(metrics, args.metrics_port)
-    hook = None
-    if args.log_json:
+    async with Runtime(args, engine_cfg, store=True, resume=False) as rt:
+        assert rt.engines is not None
+        hook = None
+        if args.log_json:
 
-        def hook(session_id: str, event: dict[str, Any]) -> None:
-            event_logger(session_id)(event)
+            def hook(session_id: str, event: dict[str, Any]) -> None:
+                event_logger(session_id)(event)
 
-    store = open_store(args)
-    server = VoiceServer(engines, config, metrics, on_event=hook, store=store)
-    try:
-        await server.start()
-    except OSError as e:
-        await engines.aclose()
-        return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
-    print(f"ready in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-    print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
-          f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        print("shutting down ...", file=sys.stderr, flush=True)
-        await server.close()
-        await engines.aclose()
-        if store is not None:
-            store.close()
+        metrics = rt.metrics or PipelineMetrics()
+        server = VoiceServer(rt.engines, config, metrics, on_event=hook, conversations=rt.conversations)
+        try:
+            await server.start()
+        except OSError as e:
+            return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+        print(f"ready in {rt.cold_s:.1f} s", file=sys.stderr)
+        print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
+              f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
+        stop = stop_on_signals()
+        try:
+            await stop.wait()
+        finally:
+            print("shutting down ...", file=sys.stderr, flush=True)
+            await server.close()
     return 0
 
 
@@ -284,16 +345,13 @@ def open_store(args: argparse.Namespace):
     try:
         return ConversationStore.open(path)
     except StoreError as e:
-        print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
+        _warn(f"{e}; this conversation is kept in memory only")
         return None
 
 
 async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
-    import signal
-
-    from transport.local import LocalAudio
+    from transport.local import SoundCardDevice
     from transport.sound import AudioDeviceError, DeviceChoice, SoundCard
-    from voice.app.store import SessionError, StoreError, open_history
     from voice.app.terminal import TerminalView
 
     devices = DeviceChoice(_device(args.input_device), _device(args.output_device), args.device_rate)
@@ -301,66 +359,38 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         card = SoundCard(devices, engine_cfg.output_rate)
     except AudioDeviceError as e:
         return fail(str(e))
-    store = open_store(args)
-    history = None
-    session_id = None
-    if store is not None:
-        try:
-            session_id, history, _ = open_history(
-                store, args.session and store.find_session(args.session), system_prompt=session_cfg.system_prompt
-            )
-        except SessionError as e:
-            card.close()
-            return fail(f"{e} (python -m voice.history list shows the stored ones)")
-        except StoreError as e:
-            print(f"voice.run: {e}; this conversation is kept in memory only", file=sys.stderr)
     view = TerminalView()
-    print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
-    print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
-    if history is not None and history.turns:
-        view.message(f"(resuming: {len(history.turns)} turns so far)")
-    local: LocalAudio | None = None
-
-    def on_event(event: dict[str, Any]) -> None:
-        if local is not None:
-            local.event(event)
-        view.event(event)
-
-    sinks: list[EventSink] = [on_event]
-    if args.log_json:
-        sinks.append(event_logger(session_id or "local"))
-    session = Session(engines, MonotonicClock(), session_cfg, fan_out(*sinks), history, reports_playback=True)
-    local = LocalAudio(session, card)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-
-    async def meter() -> None:
-        while not stop.is_set():
-            view.level(local.level_db)
-            view.render()
-            await asyncio.sleep(0.1)
-
     code = 0
-    meter_task = asyncio.create_task(meter())
     try:
-        await local.run(stop, hearing=lambda: view.message("listening — speak; Ctrl+C to end"))
-    except AudioDeviceError as e:
-        view.close()
-        print(f"voice.run: {e}", file=sys.stderr)
-        code = 1
+        print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
+        async with Runtime(args, engine_cfg, store=True, resume=True) as rt:
+            session = rt.session(MonotonicClock(), session_cfg, [view.event])
+            if session.history.turns:
+                view.message(f"(resuming: {len(session.history.turns)} turns so far)")
+            device = SoundCardDevice(card, on_first_audio=lambda: view.message("listening — speak; Ctrl+C to end"))
+            stop = stop_on_signals()
+
+            async def meter() -> None:
+                while not stop.is_set():
+                    view.level(device.level_db)
+                    view.render()
+                    await asyncio.sleep(0.1)
+
+            meter_task = asyncio.create_task(meter())
+            try:
+                await Pump(session, device).run(stop)
+            except AudioDeviceError as e:
+                view.close()
+                print(f"voice.run: {e}", file=sys.stderr)
+                code = 1
+            finally:
+                meter_task.cancel()
+                card.close()
+                await session.aclose()
     finally:
-        meter_task.cancel()
         card.close()
-        await session.aclose()
-        await engines.aclose()
         view.close()
-        if store is not None:
-            store.close()
-    if session_id is not None:
-        print(f"saved as {session_id} (python -m voice.history show {session_id[:8]})", file=sys.stderr)
+    rt.saved("python -m voice.history show {id}")
     return code
 
 
@@ -430,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         if audio is None:
             return asyncio.run(run_local(args, engine_cfg, session_cfg))
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
+    except UsageError as e:
+        return fail(str(e))
     except KeyboardInterrupt:
         return 130
 

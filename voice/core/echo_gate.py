@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from voice.core.audio import ASR_RATE
+from voice.core.endpointing import NO_SPEECH_BELOW
 
 
 class EchoGate:
@@ -73,7 +74,7 @@ class EchoGate:
         clean_ok = 10 * np.log10(1 / reduction) > self.gate_db
         raw_ok = len(self._ratios) >= self._learn and e_raw > self.margin * self.echo_gain * far
         prob = max(p_raw if raw_ok else 0.0, p_clean if clean_ok else 0.0)
-        if prob < 0.3:  # learn the echo path from frames without the person's speech
+        if prob < NO_SPEECH_BELOW:  # learn the echo path from frames without the person's speech
             self._ratios.append(e_raw / far)
             del self._ratios[: -self._history]
             self.echo_gain = float(np.percentile(self._ratios, 90))

@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A frame the VAD scores below this holds no speech: it measures the background
+# the assistant talks over, and teaches the echo gate the echo path.
+NO_SPEECH_BELOW = 0.3
+
 
 @dataclass(frozen=True)
 class EndpointConfig:

@@ -321,15 +321,11 @@ class Conversation:
         output_rate: int = 24000,
         early_final_s: float | None = 0.128,
         first_phrase_min_words: int | None = 5,
-        remote_playback: bool = False,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
         speaking its answer is dropped; if not, the endpoint finds the
-        transcript ready or on its way, the hangover's wait spent on the ASR.
-        ``remote_playback``: the speaker is a network client that reports what
-        it played, and plays on for a moment after a pause."""
-        self.remote_playback = remote_playback
+        transcript ready or on its way, the hangover's wait spent on the ASR."""
         self.system_prompt = system_prompt
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
@@ -706,9 +702,9 @@ class Conversation:
         r = self._response
         if r is None or hold is None:
             return []
-        # What had played when it paused; a remote speaker also plays what it
-        # had buffered until it hears of the pause, and reports it.
-        played = max(hold.played, r.ledger.played) if self.remote_playback else hold.played
+        # What had played when it paused, and what the speaker played after that
+        # until the pause reached it (a fade; a client's or a device's buffer).
+        played = max(hold.played, r.ledger.played)
         heard = r.ledger.heard_text(played)
         audio_end_ms = round(played * 1000 / self.output_rate)
         out: list[Command] = [

@@ -15,9 +15,13 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Seconds on the session's timeline (0 = the start of the input)."""
+    """Seconds on the session's timeline (0 = the microphone's first sample)."""
 
     def now(self) -> float: ...
+
+    def start_at(self, t: float) -> None:
+        """From now on, :meth:`now` reads ``t`` here: the timeline starts with the first audio."""
+        ...
 
     async def sleep_until(self, t: float) -> None:
         """Return once :meth:`now` has reached ``t``."""
@@ -32,6 +36,9 @@ class MonotonicClock:
 
     def now(self) -> float:
         return time.monotonic() - self._origin
+
+    def start_at(self, t: float) -> None:
+        self._origin = time.monotonic() - t
 
     async def sleep_until(self, t: float) -> None:
         delay = t - self.now()
@@ -51,6 +58,9 @@ class VirtualClock:
 
     def now(self) -> float:
         return self._now
+
+    def start_at(self, t: float) -> None:
+        self._now = t
 
     def advance_to(self, t: float) -> None:
         if t < self._now:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import onnxruntime
 
-from asr.vad import load_session
+from asr.vad import SileroVAD, load_session
 from asr.whisper import WhisperRecognizer
 from llm.base import LLM, GenerationConfig
 from tts.piper_tts import PiperTTS
+from voice.core.partials import PartialBudget
 from voice.shell import models
 
 
@@ -61,15 +62,18 @@ class Engines:
     tts: PiperTTS
     output_rate: int
     load_times: dict[str, float] = field(default_factory=dict)
-    # Partial passes running now, over all sessions (event-loop thread only), and
-    # the most allowed: beyond it, sessions skip partials rather than queue them.
-    partials_in_flight: int = 0
-    max_partials_in_flight: int = 1
+    # Partial passes running now over all sessions (event-loop thread only): past
+    # its cap, sessions skip partials rather than queue them.
+    partial_budget: PartialBudget = field(default_factory=PartialBudget)
     # One thread each: the final pass never queues behind a partial pass, and
     # TTS never waits for ASR.
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
+
+    def new_vad(self) -> SileroVAD:
+        """A VAD stream of its own (its recurrent state is per stream), on the shared model."""
+        return SileroVAD(self.vad_session)
 
     async def aclose(self) -> None:
         await self.llm.close()

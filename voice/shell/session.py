@@ -1,13 +1,17 @@
-"""One conversation: wires a transport to the core and the engines.
+"""One conversation: the core and the engines, between a device's microphone and speaker.
 
-The transport calls :meth:`Session.push_audio` with each block of microphone
-audio and :meth:`Session.pull_audio` for each block the speaker plays; both
-are cheap and never block. Engine work (ASR, LLM, TTS) runs in tasks and
-worker threads, and everything it produces goes through the
-:class:`~voice.core.turns.Conversation` core, whose commands the session carries
-out. On virtual time the transport calls :meth:`Session.settle` after each
-block, so engine work takes no virtual time; on real time it does not, and the
-very same code runs concurrently.
+The pump (``voice/shell/pump.py``) calls :meth:`Session.push_audio` with each
+20 ms block of microphone audio, :meth:`Session.take_audio` for reply audio
+the speaker has room for, and :meth:`Session.played` with what the speaker
+really played; all three are cheap and never block. What the microphone
+hears goes through the pure hearing front end (``voice/core/hearing.py``);
+engine work (ASR, LLM, TTS) runs in tasks and worker threads, and everything
+it produces goes through the :class:`~voice.core.turns.Conversation` core,
+whose commands the session carries out: playback commands go to the device
+(:meth:`attach`), events to the observers (``on_event``). On virtual time the
+pump calls :meth:`Session.settle` after each block, so engine work takes no
+virtual time; on real time it does not, and the very same code runs
+concurrently.
 """
 
 from __future__ import annotations
@@ -21,17 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import soxr
 
 from asr.echo import EchoCanceller
-from asr.vad import FRAME, SileroVAD
 from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, AudioBuffer
 from voice.core.echo_gate import EchoGate
-from voice.core.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart
 from voice.core.events import AsrPartial, Error, Event, LlmCancelled, TtsCancelled
+from voice.core.hearing import Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.history import History
-from voice.core.levels import BackgroundMeter, LevelMeter
 from voice.core.partials import PartialConfig, PartialPolicy
 from voice.core.playout import Playout
 from voice.core.turns import (
@@ -48,9 +50,10 @@ from voice.core.turns import (
     TranscribeFinal,
 )
 from voice.shell.clock import Clock
+from voice.shell.device import AudioDevice
 from voice.shell.engines import Engines
 
-log = logging.getLogger("voice.shell.session")
+log = logging.getLogger("voice.session")
 
 EventSink = Callable[[Event], None]
 
@@ -83,18 +86,12 @@ class Session:
         on_event: EventSink | None = None,
         history: History | None = None,
         lockstep: bool = False,
-        reports_playback: bool = False,
     ) -> None:
-        """``lockstep=True`` is for virtual time: engine work is taken as
-        instant, so each stage finishes what it was given before the stage
-        upstream goes on (a chunk is synthesized before the next LLM delta is
-        read). The order of events then no longer depends on the machine.
-
-        ``reports_playback=True`` is for a speaker the session does not drive
-        (a network client): the transport takes the reply audio with
-        :meth:`take_audio` and reports what was actually played with
-        :meth:`audio_played`, which is what the playback ledger then counts.
-        Otherwise :meth:`pull_audio` plays and counts in one step."""
+        """``clock``: the session's timeline, which starts with the device's first audio.
+        ``lockstep=True`` is for virtual time: engine work is taken as instant, so each
+        stage finishes what it was given before the stage upstream goes on (a chunk is
+        synthesized before the next LLM delta is read). The order of events then no
+        longer depends on the machine."""
         self.engines = engines
         self.clock = clock
         self.config = config or SessionConfig()
@@ -107,26 +104,22 @@ class Session:
             self.output_rate,
             self.config.early_final_s,
             self.config.first_phrase_min_words,
-            remote_playback=reports_playback,
         )
-        self._vad = SileroVAD(engines.vad_session)
-        self._endpointer = Endpointer(self.config.endpoint, FRAME / ASR_RATE)
-        self._audio = AudioBuffer(ASR_RATE)
-        self._pending_vad = np.zeros(0, dtype=np.float32)
-        self._frames = 0  # VAD frames scored so far
-        self._partial: PartialPolicy | None = None
-        self._level = LevelMeter()  # loudness of the current utterance's voiced frames
-        self._background = BackgroundMeter()  # and of the rest, during the reply
-        self._utterance_onset = 0.0
+        cfg = self.config
+        partials = cfg.partials if cfg.partials_enabled and engines.asr_partial is not None else None
+        echo_cancel = cfg.echo_cancel
+        self._hearing = Hearing(
+            cfg.endpoint,
+            vad=engines.new_vad(),
+            vad_raw=engines.new_vad() if echo_cancel else None,
+            gate=EchoGate() if echo_cancel else None,
+            partials=partials,
+            budget=engines.partial_budget,
+        )
+        self._aec = EchoCanceller() if echo_cancel else None
+        self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
         self._playout = Playout(self.output_rate)
-        self._aec = EchoCanceller() if self.config.echo_cancel else None
-        self._gate = EchoGate() if self.config.echo_cancel else None
-        self._vad_raw = SileroVAD(engines.vad_session) if self.config.echo_cancel else None
-        self._pending_raw = np.zeros(0, dtype=np.float32)  # microphone before cancellation, for the gate
-        self._pending_far = np.zeros(0, dtype=np.float32)
-        # What the speaker played, at 16 kHz: the echo canceller's reference.
-        self._far = np.zeros(0, dtype=np.float32)
-        self._to_16k = soxr.ResampleStream(self.output_rate, ASR_RATE, 1, dtype="float32")
+        self._device: AudioDevice | None = None
         self._llm_tasks: dict[int, asyncio.Task] = {}
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
@@ -136,8 +129,6 @@ class Session:
         self._tts_idle = asyncio.Event()
         self._tts_idle.set()
         self.lockstep = lockstep
-        self.reports_playback = reports_playback
-        self._far_given = False  # the transport passes the reference with each block
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -148,102 +139,60 @@ class Session:
     def history(self) -> History:
         return self.conversation.history
 
-    # -- the transport's side ----------------------------------------------
+    # -- the device's side (through the pump) -------------------------------
+
+    def attach(self, device: AudioDevice) -> None:
+        """The speaker that the core's playback commands (pause, resume, flush) go to."""
+        self._device = device
 
     def push_audio(self, block: np.ndarray, far: np.ndarray | None = None) -> None:
         """Microphone audio: 16 kHz mono float32, contiguous with the previous block.
 
-        The speaker's output pulled just before spans the same time (the
-        transport lines them up), and is the echo canceller's reference.
-        ``far``: that reference, given by a transport that knows better (a
-        sound card's timestamps line the two up); the played audio then is not used.
+        ``far``: what the speaker played over the same span (the echo
+        canceller's reference, a continuous stream that may run behind);
+        None: the device knows none, and the reference is silence.
         """
         raw = block
+        if far is None:
+            far = np.zeros(len(block), dtype=np.float32)
         if self._aec is not None:
-            if far is not None:
-                self._far_given = True
-                far = np.pad(far[: len(block)], (0, max(0, len(block) - len(far))))
-            else:
-                far, self._far = self._far[: len(block)], self._far[len(block) :]
-                if self.reports_playback and len(far) < len(block):
-                    # Played reports come in bursts, not per block: a gap is silence then.
-                    far = np.pad(far, (0, len(block) - len(far)))
-            self._pending_far = np.concatenate([self._pending_far, far])
             block = self._aec.process(block, far)
             raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
         self._audio.append(block)
-        self._pending_vad = np.concatenate([self._pending_vad, block])
-        self._pending_raw = np.concatenate([self._pending_raw, raw])
-        while len(self._pending_vad) >= FRAME:
-            frame, self._pending_vad = self._pending_vad[:FRAME], self._pending_vad[FRAME:]
-            raw_frame, self._pending_raw = self._pending_raw[:FRAME], self._pending_raw[FRAME:]
-            t = self._frames * FRAME / ASR_RATE
-            self._frames += 1
-            prob = self._vad(frame)
-            if self._gate is not None and self._vad_raw is not None:
-                far_frame, self._pending_far = self._pending_far[:FRAME], self._pending_far[FRAME:]
-                self._gate.far_frame(far_frame)
-                prob = self._gate(self._vad_raw(raw_frame), prob, raw_frame, frame)
-            was_pending = self._endpointer.in_speech or self._endpointer.pending_onset is not None
-            edge = self._endpointer.push(prob, t)
-            near = self._gate.near_energy(raw_frame, frame) if self._gate is not None else float(np.mean(frame**2))
-            if prob >= self.config.endpoint.threshold:
-                if not was_pending:
-                    self._level.reset()  # the first voiced frame of what may become an utterance
-                self._level.add(near)
-            elif prob < 0.3 and self._playout.queued:
-                self._background.add(near)  # what the microphone hears while the assistant talks
+        for heard in self._hearing.push(block, raw, far, playing=self._playout.queued > 0):
             now = self.clock.now()
-            if isinstance(edge, SpeechOnset):
-                self._run(self.conversation.speech_onset(edge.onset, now))
-            elif isinstance(edge, OnsetDropped):
-                self._run(self.conversation.onset_dropped(now))
-            elif isinstance(edge, SpeechStart):
-                self._utterance_onset = edge.onset
-                self._partial = PartialPolicy(self.config.partials) if self.config.partials_enabled else None
-                self._run(self.conversation.speech_started(edge.onset, now))
-            elif isinstance(edge, SpeechEnd):
-                self._partial = None
-                self._run(self.conversation.speech_ended(edge.end, now, self._level.db, self._background.db))
-            elif self._endpointer.in_speech:
-                if self._endpointer.silence_s == 0.0:
-                    # A voiced frame: how long the person has really been speaking
-                    # (the hangover's silence does not count).
-                    self._run(self.conversation.speech_continues(t + FRAME / ASR_RATE))
-                else:
-                    end = self._endpointer.last_voiced_end
-                    self._run(self.conversation.speech_paused(end, self._endpointer.silence_s, now))
-                self._maybe_partial(now)
-
-    def pull_audio(self, n: int) -> np.ndarray:
-        """The next ``n`` samples for the speaker (silence when there is no reply)."""
-        out, played = self._playout.pull(n)
-        if self._aec is not None:
-            self._far = np.concatenate([self._far, self._to_16k.resample_chunk(out)])
-        if played:
-            self._run(self.conversation.played(played, self.clock.now()))
-        return out
+            c = self.conversation
+            if isinstance(heard, SpeechContinues):
+                self._run(c.speech_continues(heard.t))
+            elif isinstance(heard, SpeechPaused):
+                self._run(c.speech_paused(heard.end, heard.silence_s, now))
+            elif isinstance(heard, PartialDue):
+                self._partial(heard)
+            elif isinstance(heard, SpeechOnset):
+                self._run(c.speech_onset(heard.onset, now))
+            elif isinstance(heard, OnsetDropped):
+                self._run(c.onset_dropped(now))
+            elif isinstance(heard, SpeechStart):
+                self._run(c.speech_started(heard.onset, now))
+            elif isinstance(heard, Ended):
+                self._run(c.speech_ended(heard.end, now, heard.level_db, heard.background_db))
 
     def take_audio(self, n: int) -> tuple[np.ndarray, int | None]:
-        """Up to ``n`` samples of reply audio to send (empty: none now), and the response they belong to.
+        """Up to ``n`` samples of reply audio for the speaker (empty: none now), and the reply they belong to.
 
-        For ``reports_playback`` sessions: nothing counts as played until
-        :meth:`audio_played` says so. Silence is not returned: while paused, or
-        between replies, there is nothing to send.
+        Silence is not returned: while paused (after a fade of a few
+        milliseconds), or between replies, there is nothing to play.
         """
         r = self.conversation.response
         out, k = self._playout.pull(n)
         return out[:k], (r.id if r is not None else None)
 
-    def audio_played(self, audio: np.ndarray, response: int | None) -> None:
-        """The client played ``audio`` (taken with :meth:`take_audio` for ``response``)."""
-        if not len(audio):
-            return
-        if self._aec is not None and not self._far_given:
-            self._far = np.concatenate([self._far, self._to_16k.resample_chunk(audio)])
+    def played(self, response: int | None, n_samples: int) -> None:
+        """The speaker played ``n_samples`` of reply ``response`` (taken with :meth:`take_audio`)."""
         r = self.conversation.response
-        if r is not None and r.id == response:  # a late report of a reply already cut counts for nothing
-            self._run(self.conversation.played(len(audio), self.clock.now()))
+        # A late report of a reply already cut counts for nothing.
+        if n_samples > 0 and r is not None and r.id == response:
+            self._run(self.conversation.played(n_samples, self.clock.now()))
 
     def cancel_response(self, reason: str = "client") -> None:
         """Stop the reply in flight now, cut at what was played (a stop button; Realtime's response.cancel)."""
@@ -293,8 +242,12 @@ class Session:
                 self._spawn(self._check_interruption(cmd))
             elif isinstance(cmd, PausePlayback):
                 self._playout.pause()
+                if self._device is not None:
+                    self._device.pause()
             elif isinstance(cmd, ResumePlayback):
                 self._playout.resume()
+                if self._device is not None:
+                    self._device.resume()
             elif isinstance(cmd, CancelResponse):
                 self._cancel(cmd.response)
             elif isinstance(cmd, Synthesize):
@@ -317,6 +270,8 @@ class Session:
         self._cancelled.add(response)
         self._playout.clear()
         self._playout.resume()  # the next reply starts playing at once
+        if self._device is not None:
+            self._device.flush()
         task = self._llm_tasks.pop(response, None)
         if task is not None and not task.done():
             # The task's stream is closed on cancellation, which aborts the request in the engine.
@@ -371,33 +326,19 @@ class Session:
     def _utterance_audio(self, onset: float, end: float) -> np.ndarray:
         return self._audio.slice(onset - self.config.endpoint.preroll_s, end)
 
-    def _maybe_partial(self, now: float) -> None:
-        policy = self._partial
-        if policy is None or self.engines.asr_partial is None:
-            return
-        if self.engines.partials_in_flight >= self.engines.max_partials_in_flight:
-            # Shed load: partials are previews, and with many sessions they would
-            # queue for the recognizer and take the cores the finals need.
-            return
-        audio_s = self._frames * FRAME / ASR_RATE - self._utterance_onset
-        if policy.due(audio_s, self._endpointer.silence_s):
-            policy.started(audio_s)
-            audio = self._utterance_audio(self._utterance_onset, self._audio.end / ASR_RATE)
-            self.engines.partials_in_flight += 1
-            self._spawn(self._transcribe_partial(policy, audio))
+    def _partial(self, due: PartialDue) -> None:
+        audio = self._utterance_audio(due.onset, self._audio.end / ASR_RATE)
+        self._spawn(self._transcribe_partial(due.policy, audio))
 
     async def _transcribe_partial(self, policy: PartialPolicy, audio: np.ndarray) -> None:
         loop = asyncio.get_running_loop()
+        text: str | None = None
         try:
             text = await loop.run_in_executor(self.engines.partial_executor, self.engines.asr_partial.transcribe, audio)
         except Exception as e:  # a failed partial is only a missed preview
-            policy.running = False
             self._error("asr_partial", repr(e))
-            return
-        finally:
-            self.engines.partials_in_flight -= 1
-        changed = policy.finished(text)
-        if changed is not None and policy is self._partial:
+        changed = self._hearing.partial_finished(policy, text)
+        if changed is not None:
             stable, unstable = changed
             self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
 
@@ -410,9 +351,10 @@ class Session:
         except Exception as e:  # undecided: the final transcript decides instead
             self._error("asr_check", repr(e))
             heard = Transcript("", 1.0)
+        h = self._hearing
         self._run(
             self.conversation.interruption_checked(
-                cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob, self._level.db, self._background.db
+                cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob, h.level.db, h.background.db
             )
         )
 

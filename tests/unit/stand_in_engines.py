@@ -1,0 +1,124 @@
+"""Stand-in engines, for unit tests of the shell's own logic only.
+
+They are not the product: the integration tests run the real engines
+(Silero, faster-whisper, vLLM, piper) on real recordings. These answer
+instantly and predictably, so that a test of the session, the pump and the
+devices is about their wiring, on virtual time, in milliseconds:
+
+- the VAD is an energy threshold (a frame louder than -35 dBFS is speech);
+- the recognizer hears a tone's pitch as scripted words;
+- the LLM streams a scripted reply word by word;
+- the TTS turns each word into 0.25 s of a tone, with exact word timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from asr.whisper import Transcript
+from llm.base import Delta
+from tts.piper_tts import SpeechPiece
+from voice.core.audio import ASR_RATE
+from voice.core.ledger import Word
+from voice.core.partials import PartialBudget
+
+OUTPUT_RATE = 24000
+WORD_S = 0.25
+
+
+class StandInVAD:
+    def __call__(self, frame: np.ndarray) -> float:
+        db = 10 * np.log10(float(np.mean(frame**2)) + 1e-12)
+        return 0.95 if db > -35.0 else 0.02
+
+
+class StandInRecognizer:
+    """Hears a tone's pitch as words: ``{300: "what time is it"}``; silence is no words."""
+
+    def __init__(self, words_by_hz: dict[int, str]) -> None:
+        self.words_by_hz = words_by_hz
+        self.calls: list[tuple[float, bool]] = []  # (audio seconds, full_window) per call
+
+    def recognize(self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False) -> Transcript:
+        self.calls.append((len(audio) / ASR_RATE, full_window))
+        if not len(audio) or float(np.mean(audio**2)) < 1e-6:
+            return Transcript("", 0.9)
+        spectrum = np.abs(np.fft.rfft(audio))
+        hz = float(np.argmax(spectrum)) * ASR_RATE / len(audio)
+        nearest = min(self.words_by_hz, key=lambda k: abs(k - hz))
+        return Transcript(self.words_by_hz[nearest], 0.0)
+
+    def transcribe(self, audio: np.ndarray, beam_size: int = 1) -> str:
+        return self.recognize(audio).text
+
+
+class StandInLLM:
+    name = "stand-in"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[dict[str, str]]] = []
+        self.cancelled = 0
+
+    async def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]:
+        self.requests.append(messages)
+        reply = self.replies.pop(0) if self.replies else "Okay."
+        try:
+            for i, word in enumerate(reply.split(" ")):
+                await asyncio.sleep(0)
+                yield Delta(word if i == 0 else " " + word, 1)
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+
+    async def close(self) -> None:
+        pass
+
+
+class StandInTTS:
+    def synthesize(
+        self, text: str, cancel: threading.Event | None = None, exact: bool = False
+    ) -> Iterator[SpeechPiece]:
+        words = text.split()
+        n = round(WORD_S * OUTPUT_RATE)
+        t = np.arange(n * len(words)) / OUTPUT_RATE
+        audio = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+        yield SpeechPiece(text, audio, [Word(w, (i + 1) * n) for i, w in enumerate(words)])
+
+
+@dataclass
+class StandInEngines:
+    """The shape of :class:`voice.shell.engines.Engines`, with stand-ins."""
+
+    asr_final: StandInRecognizer
+    llm: StandInLLM
+    asr_partial: StandInRecognizer | None = None
+    tts: StandInTTS = field(default_factory=StandInTTS)
+    output_rate: int = OUTPUT_RATE
+    partial_budget: PartialBudget = field(default_factory=PartialBudget)
+    final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+    partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+    tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+
+    def new_vad(self) -> StandInVAD:
+        return StandInVAD()
+
+    async def aclose(self) -> None:
+        for ex in (self.final_executor, self.partial_executor, self.tts_executor):
+            ex.shutdown(wait=False, cancel_futures=True)
+
+
+def tone(seconds: float, db: float = -20.0, hz: float = 300.0) -> np.ndarray:
+    """A steady tone at ``db`` dBFS (RMS): speech to the stand-in VAD."""
+    t = np.arange(round(seconds * ASR_RATE)) / ASR_RATE
+    return (10 ** (db / 20) * np.sqrt(2) * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * ASR_RATE), dtype=np.float32)

@@ -1,0 +1,484 @@
+"""Our protocol (``/ws``) without I/O: frames in, actions and messages out.
+
+In the manner of websockets' ``tests/test_protocol.py``: every case a named
+test, what the client sends in, the exact actions and messages out
+(``docs/protocol.md`` is the contract). ``event()`` (pipeline events to
+messages) is tested with the typed events, elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from transport.protocol import (
+    AudioIn,
+    CancelReply,
+    Configure,
+    Limits,
+    PlayedReport,
+    Send,
+    TruncateReply,
+    VoiceProtocol,
+)
+
+RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+
+
+def sent(actions):
+    """The actions, with each ``Send`` as what the client gets: a JSON object (text) or bytes (binary)."""
+    out = []
+    for a in actions:
+        if isinstance(a, Send):
+            out.append(json.loads(a.message) if isinstance(a.message, str) else a.message)
+        else:
+            out.append(a)
+    return out
+
+
+def err(code, message, fatal=False):
+    return {"type": "error", "code": code, "message": message, "fatal": fatal}
+
+
+def audio_in(actions) -> np.ndarray:
+    """The samples of the one ``AudioIn`` (it holds an array, so it is not compared with ``==``)."""
+    assert len(actions) == 1 and isinstance(actions[0], AudioIn), actions
+    return actions[0].samples
+
+
+def pcm16(*values: int) -> bytes:
+    return struct.pack(f"<{len(values)}h", *values)
+
+
+def hello(**fields) -> str:
+    return json.dumps({"type": "hello", "sample_rate": 16000, **fields})
+
+
+@pytest.fixture
+def proto() -> VoiceProtocol:
+    return VoiceProtocol("s0", output_rate=24000)
+
+
+@pytest.fixture
+def started(proto) -> VoiceProtocol:
+    """A protocol that has had its ``hello`` (16 kHz, acks)."""
+    proto.receive_text(hello(acks=True))
+    return proto
+
+
+# -- opening -------------------------------------------------------------------
+
+
+def test_start_sends_nothing_and_waits_for_hello(proto):
+    assert proto.start() == []
+    assert proto.configured is None
+
+
+# -- hello ---------------------------------------------------------------------
+
+
+def test_hello_with_only_a_rate_takes_the_defaults(proto):
+    configure = Configure(16000, acks=False, lead_s=0.12, echo_cancel=True, instructions=None, resume=None)
+    assert proto.receive_text('{"type": "hello", "sample_rate": 16000}') == [configure]
+    assert proto.configured == configure
+
+
+@pytest.mark.parametrize("rate", RATES)
+def test_hello_accepts_every_listed_rate(proto, rate):
+    assert proto.receive_text(hello(sample_rate=rate)) == [Configure(rate, acks=False, lead_s=0.12)]
+
+
+@pytest.mark.parametrize("rate", [11025, 96000, 0, -16000, 10**30])
+def test_hello_with_an_unlisted_rate_is_unsupported(proto, rate):
+    message = f"sample_rate {rate} is not supported; use one of 8000, 16000, 22050, 24000, 32000, 44100, 48000"
+    assert sent(proto.receive_text(hello(sample_rate=rate))) == [err("unsupported_rate", message)]
+    assert proto.configured is None
+
+
+def test_hello_after_an_unsupported_rate_may_be_sent_again(proto):
+    proto.receive_text(hello(sample_rate=11025))
+    assert proto.receive_text(hello(sample_rate=8000)) == [Configure(8000, acks=False, lead_s=0.12)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"type": "hello"}',
+        '{"type": "hello", "sample_rate": "16000"}',
+        '{"type": "hello", "sample_rate": 16000.0}',
+        '{"type": "hello", "sample_rate": true}',
+        '{"type": "hello", "sample_rate": null}',
+        '{"type": "hello", "sample_rate": [16000]}',
+    ],
+    ids=["missing", "string", "float", "bool", "null", "list"],
+)
+def test_hello_sample_rate_is_an_integer(proto, text):
+    assert sent(proto.receive_text(text)) == [err("invalid_message", "'hello' needs an integer 'sample_rate'")]
+    assert proto.configured is None
+
+
+def test_hello_with_acks_and_without_echo_cancel(proto):
+    actions = proto.receive_text(hello(acks=True, echo_cancel=False))
+    assert actions == [Configure(16000, acks=True, lead_s=0.12, echo_cancel=False)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"acks": 1}, {"acks": "true"}, {"acks": None}, {"echo_cancel": 0}, {"echo_cancel": "false"}],
+    ids=["acks-int", "acks-string", "acks-null", "echo_cancel-int", "echo_cancel-string"],
+)
+def test_hello_acks_and_echo_cancel_are_booleans(proto, fields):
+    message = "'acks' and 'echo_cancel' are true or false"
+    assert sent(proto.receive_text(hello(**fields))) == [err("invalid_message", message)]
+    assert proto.configured is None
+
+
+@pytest.mark.parametrize(("lead_ms", "lead_s"), [(40, 0.04), (1000, 1.0), (250, 0.25), (120.5, 0.1205)])
+def test_hello_lead_ms_from_40_to_1000(proto, lead_ms, lead_s):
+    assert proto.receive_text(hello(lead_ms=lead_ms)) == [Configure(16000, acks=False, lead_s=lead_s)]
+
+
+@pytest.mark.parametrize("lead_ms", ["39", "1001", "39.99", "0", "-120", "true", '"120"', "null", "NaN", "Infinity"])
+def test_hello_lead_ms_out_of_range_or_not_a_number(proto, lead_ms):
+    text = '{"type": "hello", "sample_rate": 16000, "lead_ms": ' + lead_ms + "}"  # raw JSON: NaN, Infinity
+    assert sent(proto.receive_text(text)) == [err("invalid_message", "'lead_ms' is a number from 40 to 1000")]
+    assert proto.configured is None
+
+
+def test_hello_lead_ms_bounds_come_from_the_limits():
+    proto = VoiceProtocol("s0", 24000, Limits(lead_s=0.2, min_lead_s=0.1, max_lead_s=0.5))
+    assert proto.receive_text(hello()) == [Configure(16000, acks=False, lead_s=0.2)]
+    proto = VoiceProtocol("s0", 24000, Limits(lead_s=0.2, min_lead_s=0.1, max_lead_s=0.5))
+    assert sent(proto.receive_text(hello(lead_ms=600))) == [
+        err("invalid_message", "'lead_ms' is a number from 100 to 500")
+    ]
+
+
+@pytest.mark.parametrize("session", ["9f2c41d0e8b7a6c5", "x", "a" * 64])
+def test_hello_session_resumes_a_stored_conversation(proto, session):
+    assert proto.receive_text(hello(session=session)) == [Configure(16000, False, 0.12, resume=session)]
+
+
+def test_hello_session_null_is_a_new_conversation(proto):
+    assert proto.receive_text(hello(session=None)) == [Configure(16000, acks=False, lead_s=0.12, resume=None)]
+
+
+@pytest.mark.parametrize("session", ["", "a" * 65, 1234, ["9f2c"], {"id": "9f2c"}, True])
+def test_hello_session_is_a_short_id(proto, session):
+    message = "'session' is the id of a stored conversation"
+    assert sent(proto.receive_text(hello(session=session))) == [err("invalid_message", message)]
+    assert proto.configured is None
+
+
+def test_hello_ignores_fields_it_does_not_know(proto):
+    assert proto.receive_text(hello(codec="opus", version=2)) == [Configure(16000, acks=False, lead_s=0.12)]
+
+
+def test_second_hello_is_refused_and_changes_nothing(started):
+    before = started.configured
+    message = "the session is already started; 'hello' comes once"
+    assert sent(started.receive_text(hello(sample_rate=48000))) == [err("not_ready", message)]
+    assert started.configured == before
+
+
+# -- ready ---------------------------------------------------------------------
+
+
+def test_ready_answers_hello_with_what_was_agreed(proto):
+    proto.receive_text(hello(sample_rate=48000, lead_ms=250))
+    assert sent(proto.ready("9f2c", [])) == [
+        {
+            "type": "ready",
+            "protocol": 1,
+            "session": "9f2c",
+            "sample_rate": 48000,
+            "output_sample_rate": 24000,
+            "max_frame_bytes": 65536,
+            "lead_ms": 250,
+            "history": [],
+        }
+    ]
+
+
+def test_ready_carries_the_history_and_the_session_id(started):
+    history = [
+        {"role": "user", "text": "What time is it?"},
+        {"role": "assistant", "text": "It is", "interrupted": True},
+    ]
+    (ready,) = sent(started.ready("a1b2c3", history))
+    assert (ready["session"], ready["history"]) == ("a1b2c3", history)
+    assert started.session_id == "a1b2c3"
+
+
+def test_ready_reports_the_configured_frame_limit():
+    proto = VoiceProtocol("s0", 22050, Limits(max_frame_bytes=4096))
+    proto.receive_text(hello())
+    (ready,) = sent(proto.ready("s0", []))
+    assert (ready["max_frame_bytes"], ready["output_sample_rate"]) == (4096, 22050)
+
+
+def test_ready_messages_are_compact_utf8_json(started):
+    (message,) = started.ready("s0", [{"role": "user", "text": "café"}])
+    assert isinstance(message, Send) and isinstance(message.message, str)
+    assert message.message.startswith('{"type":"ready","protocol":1,')  # no spaces
+    assert '"text":"café"' in message.message  # not \u00e9
+
+
+# -- binary frames: microphone audio ----------------------------------------------
+
+
+def test_audio_before_hello_is_dropped(proto):
+    assert sent(proto.receive_binary(pcm16(0, 0))) == [err("not_ready", "audio before 'hello' is dropped")]
+
+
+def test_audio_frame_is_pcm16_little_endian(started):
+    samples = audio_in(started.receive_binary(pcm16(0, 32767, -32768, 1, -1, 16384)))
+    assert samples.dtype == np.float32
+    expected = np.array([0, 32767, -32768, 1, -1, 16384], dtype=np.float32) / 32768
+    np.testing.assert_array_equal(samples, expected)
+
+
+def test_audio_frame_is_not_resampled(proto):
+    proto.receive_text(hello(sample_rate=48000))
+    assert len(audio_in(proto.receive_binary(bytes(1920)))) == 960  # 20 ms at the client's rate
+
+
+def test_audio_frame_of_one_sample(started):
+    np.testing.assert_array_equal(audio_in(started.receive_binary(pcm16(-16384))), [-0.5])
+
+
+def test_empty_audio_frame_is_ignored(started):
+    assert started.receive_binary(b"") == []
+
+
+@pytest.mark.parametrize("n", [1, 3, 641])
+def test_audio_frame_of_odd_length_is_dropped(started, n):
+    message = f"a PCM16 frame has an even length, not {n} bytes"
+    assert sent(started.receive_binary(bytes(n))) == [err("odd_length", message)]
+
+
+def test_audio_frame_of_max_frame_bytes_is_accepted(started):
+    assert len(audio_in(started.receive_binary(bytes(65536)))) == 32768
+
+
+def test_audio_frame_over_max_frame_bytes_is_dropped(started):
+    message = "65538 bytes; frames are at most 65536"
+    assert sent(started.receive_binary(bytes(65538))) == [err("frame_too_large", message)]
+
+
+def test_audio_frame_over_max_frame_bytes_and_odd_is_an_odd_length(started):
+    message = "a PCM16 frame has an even length, not 65537 bytes"
+    assert sent(started.receive_binary(bytes(65537))) == [err("odd_length", message)]
+
+
+def test_audio_frame_limit_comes_from_the_limits():
+    proto = VoiceProtocol("s0", 24000, Limits(max_frame_bytes=8))
+    proto.receive_text(hello())
+    assert len(audio_in(proto.receive_binary(bytes(8)))) == 4
+    assert sent(proto.receive_binary(bytes(10))) == [err("frame_too_large", "10 bytes; frames are at most 8")]
+
+
+# -- text frames that are not messages ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "not JSON: Expecting value at character 0"),
+        ("hello", "not JSON: Expecting value at character 0"),
+        ('{"type": "hello"', "not JSON: Expecting ',' delimiter at character 16"),
+        ("{'type': 'hello'}", "not JSON: Expecting property name enclosed in double quotes at character 1"),
+        ('["hello"]', "a message is a JSON object"),
+        ('"hello"', "a message is a JSON object"),
+        ("16000", "a message is a JSON object"),
+        ("null", "a message is a JSON object"),
+        ("{}", "a message needs a string 'type'"),
+        ('{"sample_rate": 16000}', "a message needs a string 'type'"),
+        ('{"type": null}', "a message needs a string 'type'"),
+        ('{"type": 1}', "a message needs a string 'type'"),
+        ('{"type": ["hello"]}', "a message needs a string 'type'"),
+    ],
+    ids=[
+        "empty",
+        "word",
+        "truncated",
+        "single-quotes",
+        "array",
+        "string",
+        "number",
+        "null",
+        "no-type",
+        "no-type-fields",
+        "type-null",
+        "type-number",
+        "type-list",
+    ],
+)
+def test_text_that_is_not_a_message_is_invalid_json(proto, text, message):
+    assert sent(proto.receive_text(text)) == [err("invalid_json", message)]
+    assert proto.configured is None
+
+
+@pytest.mark.xfail(
+    strict=True, raises=RecursionError, reason="json.loads raises RecursionError, not JSONDecodeError: not caught"
+)
+def test_deeply_nested_json_is_invalid_json(proto):
+    (error,) = sent(proto.receive_text("[" * 100_000))
+    assert error["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize("kind", ["goodbye", "Hello", "HELLO", "truncate", "session.update", ""])
+def test_unknown_type(started, kind):
+    message = f"unknown message type {kind!r}"
+    assert sent(started.receive_text(json.dumps({"type": kind}))) == [err("unknown_type", message)]
+
+
+def test_unknown_type_before_hello_is_an_unknown_type(proto):
+    assert sent(proto.receive_text('{"type": "goodbye"}')) == [err("unknown_type", "unknown message type 'goodbye'")]
+
+
+def test_unknown_type_is_quoted_in_at_most_40_characters(started):
+    kind = "x" * 100
+    assert sent(started.receive_text(json.dumps({"type": kind}))) == [
+        err("unknown_type", f"unknown message type {'x' * 40!r}")
+    ]
+
+
+def test_unknown_type_that_is_not_utf8_encodable_is_escaped(started):
+    # JSON may escape a lone surrogate; the error quoting it must still be a valid UTF-8 text frame.
+    (action,) = started.receive_text('{"type": "\\ud800"}')
+    action.message.encode("utf-8")
+    assert json.loads(action.message) == err("unknown_type", "unknown message type '\\ud800'")
+
+
+# -- played ----------------------------------------------------------------------
+
+
+def test_played_before_hello_is_refused(proto):
+    assert sent(proto.receive_text('{"type": "played", "samples": 0}')) == [err("not_ready", "send 'hello' first")]
+
+
+def test_played_reports_totals(started):
+    assert started.receive_text('{"type": "played", "samples": 48000, "dropped": 960}') == [PlayedReport(48000, 960)]
+
+
+def test_played_dropped_defaults_to_zero(started):
+    assert started.receive_text('{"type": "played", "samples": 480}') == [PlayedReport(480, 0)]
+
+
+def test_played_totals_may_be_large(started):
+    n = 24000 * 3600 * 24 * 365
+    assert started.receive_text(json.dumps({"type": "played", "samples": n, "dropped": n})) == [PlayedReport(n, n)]
+
+
+def test_played_without_acks_is_passed_on(proto):
+    # Whether 'played' is welcome without acks is the connection's call (it answers not_ready).
+    proto.receive_text(hello())
+    assert proto.receive_text('{"type": "played", "samples": 480}') == [PlayedReport(480, 0)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"samples": None},
+        {"samples": "480"},
+        {"samples": 480.0},
+        {"samples": True},
+        {"samples": -1},
+        {"samples": 480, "dropped": None},
+        {"samples": 480, "dropped": "0"},
+        {"samples": 480, "dropped": 0.5},
+        {"samples": 480, "dropped": False},
+        {"samples": 480, "dropped": -1},
+        {"played": 480},
+    ],
+    ids=[
+        "missing",
+        "samples-null",
+        "samples-string",
+        "samples-float",
+        "samples-bool",
+        "samples-negative",
+        "dropped-null",
+        "dropped-string",
+        "dropped-float",
+        "dropped-bool",
+        "dropped-negative",
+        "wrong-name",
+    ],
+)
+def test_played_needs_integer_totals(started, fields):
+    message = "'played' needs integer totals 'samples' (and 'dropped') >= 0"
+    assert sent(started.receive_text(json.dumps({"type": "played", **fields}))) == [err("invalid_message", message)]
+
+
+# -- cancel ----------------------------------------------------------------------
+
+
+def test_cancel_before_hello_is_refused(proto):
+    assert sent(proto.receive_text('{"type": "cancel"}')) == [err("not_ready", "send 'hello' first")]
+
+
+def test_cancel_stops_the_reply(started):
+    assert started.receive_text('{"type": "cancel"}') == [CancelReply()]
+
+
+def test_cancel_ignores_other_fields(started):
+    assert started.receive_text('{"type": "cancel", "response": 3, "reason": "button"}') == [CancelReply()]
+
+
+# -- server -> client ----------------------------------------------------------------
+
+
+def test_error_message(proto):
+    assert sent(proto.error("input_too_fast", "0.50 s dropped", t=1.25)) == [
+        {"type": "error", "code": "input_too_fast", "message": "0.50 s dropped", "fatal": False, "t": 1.25}
+    ]
+
+
+def test_fatal_error_message(proto):
+    assert sent(proto.error("idle_timeout", "nothing received for 300 s", fatal=True, t=300.0)) == [
+        {"type": "error", "code": "idle_timeout", "message": "nothing received for 300 s", "fatal": True, "t": 300.0}
+    ]
+
+
+def test_error_message_without_a_time(proto):
+    assert sent(proto.error("store_unavailable", "kept in memory")) == [err("store_unavailable", "kept in memory")]
+
+
+def test_error_message_is_sent_before_hello_too(proto):
+    assert sent(proto.error("idle_timeout", "bye", fatal=True)) == [err("idle_timeout", "bye", fatal=True)]
+
+
+def test_reply_audio_is_one_pcm16_little_endian_binary_frame(started):
+    audio = np.array([0.0, 0.5, -0.5, 1.0, -1.0, 1 / 32768, -1 / 32768], dtype=np.float32)
+    assert started.audio(audio, response=1) == [Send(pcm16(0, 16384, -16384, 32767, -32768, 1, -1))]
+
+
+def test_reply_audio_beyond_full_scale_is_clipped(started):
+    audio = np.array([1.5, -1.5, 100.0, -100.0], dtype=np.float32)
+    assert started.audio(audio, response=1) == [Send(pcm16(32767, -32768, 32767, -32768))]
+
+
+def test_reply_audio_is_sent_at_the_output_rate():
+    proto = VoiceProtocol("s0", output_rate=22050)
+    proto.receive_text(hello())
+    (frame,) = sent(proto.audio(np.zeros(441, dtype=np.float32), response=None))
+    assert frame == bytes(882)  # 20 ms at 22050 Hz, not resampled
+
+
+def test_reply_audio_comes_back_as_it_was_sent(started):
+    rng = np.random.default_rng(0)
+    audio = (rng.integers(-32768, 32767, 960) / 32768).astype(np.float32)
+    (frame,) = started.audio(audio, response=2)
+    np.testing.assert_array_equal(audio_in(started.receive_binary(frame.message)), audio)
+
+
+@pytest.mark.parametrize("text", ["It is ten.", None])
+def test_truncated_sends_nothing(started, text):
+    # Our clients say what they played ('played'); the truncation is the 'truncate' event.
+    assert started.truncated(TruncateReply(response=1, audio_end_ms=800), text) == []

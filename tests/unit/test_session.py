@@ -1,0 +1,219 @@
+"""The shell's own logic: Session + Pump + a device, on virtual time, with stand-in engines.
+
+The stand-ins (``stand_in_engines.py``) answer instantly and predictably; what
+is tested is the wiring: what the session asks of the engines, which
+commands reach the device, the played counts, and one timeline for every
+stored and emitted time. The real engines run in tests/integration.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+import pytest
+from stand_in_engines import OUTPUT_RATE, WORD_S, StandInEngines, StandInLLM, StandInRecognizer, silence, tone
+
+from transport.replay import ReplayDevice, replay
+from voice.core.audio import ASR_BLOCK, BLOCK_S
+from voice.core.events import (
+    AsrFinal,
+    BargeIn,
+    Event,
+    PlaybackEnd,
+    PlaybackPaused,
+    PlaybackStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TurnEnd,
+)
+from voice.shell.clock import VirtualClock
+from voice.shell.device import Captured
+from voice.shell.pump import Pump
+from voice.shell.session import Session, SessionConfig
+
+E = TypeVar("E", bound=Event)
+
+QUESTION_HZ, INTERRUPTION_HZ, COUGH_HZ = 300, 700, 1500
+REPLY = "It is noon now and the sun is high in the sky today."
+WORDS = {QUESTION_HZ: "what time is it", INTERRUPTION_HZ: "stop wait a moment", COUGH_HZ: ""}
+
+
+def make_session(reply: str = "It is noon. Have a good day.", echo_cancel: bool = False, **config) -> Session:
+    engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]))
+    events: list[Event] = []
+    cfg = SessionConfig(echo_cancel=echo_cancel, **config)
+    session = Session(engines, VirtualClock(), cfg, events.append, lockstep=True)  # type: ignore[arg-type]
+    session.events = events  # type: ignore[attr-defined]
+    return session
+
+
+def of(session: Session, kind: type[E]) -> list[E]:
+    return [e for e in session.events if isinstance(e, kind)]  # type: ignore[attr-defined]
+
+
+class Recording(ReplayDevice):
+    """A replay device that remembers the playback commands the session gave it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[tuple[str, float]] = []
+        self.clock: VirtualClock | None = None
+
+    def pause(self) -> None:
+        self.commands.append(("pause", self.clock.now() if self.clock else 0.0))
+
+    def resume(self) -> None:
+        self.commands.append(("resume", self.clock.now() if self.clock else 0.0))
+
+    def flush(self) -> None:
+        self.commands.append(("flush", self.clock.now() if self.clock else 0.0))
+
+
+async def run(session: Session, audio: np.ndarray, tail_s: float = 10.0) -> Recording:
+    blocks = -(-len(audio) // ASR_BLOCK)
+    quiet = np.zeros(ASR_BLOCK, dtype=np.float32)
+
+    def source(i: int) -> np.ndarray | None:
+        if i < blocks:
+            return audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK]
+        return None if session.idle else quiet
+
+    device = Recording(source, session.output_rate)
+    device.clock = session.clock  # type: ignore[assignment]
+    await Pump(session, device, settle=True).run(max_ticks=blocks + round(tail_s / BLOCK_S))
+    await session.aclose()
+    return device
+
+
+async def test_a_turn_is_heard_answered_and_played_on_one_timeline():
+    session = make_session()
+    device = await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    kinds = [type(e) for e in session.events]  # type: ignore[attr-defined]
+    assert kinds[:2] == [SpeechStart, SpeechEnd] and kinds[-1] is TurnEnd
+    (start,) = of(session, SpeechStart)
+    (end,) = of(session, SpeechEnd)
+    assert start.onset == pytest.approx(0.512, abs=0.04) and end.end == pytest.approx(1.7, abs=0.04)
+    (final,) = of(session, AsrFinal)
+    assert final.text == "what time is it"
+    user, assistant = session.history.turns
+    assert (user.role, user.text) == ("user", "what time is it")
+    assert (assistant.role, assistant.text) == ("assistant", "It is noon. Have a good day.")
+    # One timeline: the assistant's turn starts when its audio started playing, after the person's ended.
+    (playing,) = of(session, PlaybackStart)
+    assert assistant.t_start == pytest.approx(playing.t) and user.t_end < assistant.t_start < assistant.t_end
+    # The reply track has the reply where the timeline says it played.
+    first = int(np.argmax(np.abs(device.reply) > 0)) / OUTPUT_RATE
+    assert first == pytest.approx(assistant.t_start, abs=0.001)
+    assert device.commands == []  # nothing paused, resumed or dropped
+
+
+async def test_a_barge_in_pauses_the_device_flushes_it_and_keeps_what_was_heard():
+    session = make_session(reply=REPLY)
+    # The reply starts about 0.55 s after the question ends; the interruption comes 1.2 s into it.
+    audio = np.concatenate(
+        [silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(1.75), tone(1.5, hz=INTERRUPTION_HZ), silence(0.2)]
+    )
+    device = await run(session, audio)
+    assert [c for c, _ in device.commands] == ["pause", "flush"]  # commands, not events
+    (paused,) = of(session, PlaybackPaused)
+    assert device.commands[0][1] == paused.t
+    (barge,) = of(session, BargeIn)
+    assert barge.paused_at == paused.t
+    (trunc,) = of(session, Truncate)
+    heard_s = trunc.audio_end_ms / 1000
+    playing = of(session, PlaybackStart)[0]
+    assert heard_s == pytest.approx(paused.t - playing.t, abs=0.03)  # what played until the pause
+    # Each stand-in word is 0.25 s: the words heard are those more than half played.
+    n_heard = round(heard_s / WORD_S)
+    expected = " ".join(
+        ["It", "is", "noon", "now", "and", "the", "sun", "is", "high", "in", "the", "sky", "today."][:n_heard]
+    )
+    assert trunc.text == expected
+    turns = [(t.role, t.text, t.interrupted) for t in session.history.turns]
+    assert turns[:2] == [("user", "what time is it", False), ("assistant", expected, True)]
+    assert turns[2][:2] == ("user", "stop wait a moment")
+    # The next request carries the cut turn, marked as interrupted, never the unheard rest.
+    request = session.engines.llm.requests[1]  # type: ignore[attr-defined]
+    assert {"role": "assistant", "content": expected + " [interrupted by the user]"} in request
+
+
+async def test_a_cough_over_the_reply_pauses_it_and_resumes_it_where_it_paused():
+    session = make_session(reply="It is noon now and the sun is high in the sky today.")
+    audio = np.concatenate(
+        [silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(1.75), tone(0.25, hz=COUGH_HZ), silence(0.2)]
+    )
+    device = await run(session, audio)
+    assert [c for c, _ in device.commands] == ["pause", "resume"]
+    assert of(session, BargeIn) == []
+    assert [t.text for t in session.history.turns][-1] == "It is noon now and the sun is high in the sky today."
+
+
+async def test_played_counts_from_the_device_are_what_the_ledger_counts():
+    session = make_session(reply="One two three.")
+    device = await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    played = np.count_nonzero(np.abs(device.reply) > 0)
+    assert played == pytest.approx(3 * WORD_S * OUTPUT_RATE, abs=2)
+    (end,) = of(session, PlaybackEnd)
+    (start,) = of(session, PlaybackStart)
+    assert end.t - start.t == pytest.approx(3 * WORD_S, abs=BLOCK_S)
+
+
+async def test_a_late_played_report_of_a_cut_reply_counts_for_nothing():
+    session = make_session()
+    session.played(7, 10_000)  # no reply in flight
+    assert session.events == []  # type: ignore[attr-defined]
+
+
+async def test_the_timeline_starts_with_the_devices_first_audio():
+    """A device that delivers nothing for a while (a sound card starting) does not shift the timeline."""
+    session = make_session()
+    audio = np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)])
+    ticks = {"n": 0}
+    pos = {"i": 0}
+
+    class Late(ReplayDevice):
+        def capture(self) -> Captured | None:
+            ticks["n"] += 1
+            if ticks["n"] <= 50:  # one second of nothing
+                return Captured(np.zeros(0, dtype=np.float32))
+            return super().capture()
+
+    def source(i: int) -> np.ndarray | None:
+        pos["i"] = i
+        if i * ASR_BLOCK < len(audio):
+            return audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK]
+        return None if session.idle else np.zeros(ASR_BLOCK, dtype=np.float32)
+
+    await Pump(session, Late(source, OUTPUT_RATE), settle=True).run(max_ticks=1000)
+    await session.aclose()
+    (start,) = of(session, SpeechStart)
+    assert start.onset == pytest.approx(0.512, abs=0.04)  # audio time ...
+    assert start.t == pytest.approx(0.512 + 0.192, abs=0.05)  # ... and clock time agree
+
+
+async def test_replay_runs_the_same_pump():
+    session = make_session()
+    result = await replay(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]), True)
+    assert [t.role for t in session.history.turns] == ["user", "assistant"]
+    assert len(result.reply) == round(result.duration_s / BLOCK_S + 1) * round(BLOCK_S * OUTPUT_RATE)
+
+
+async def test_partials_are_shed_over_sessions_sharing_one_budget():
+    a, b = make_session(), make_session()
+    b.engines = a.engines  # one recognizer, one budget
+    b._hearing._budget = a.engines.partial_budget  # type: ignore[attr-defined]
+    a.engines.asr_partial = StandInRecognizer(WORDS)  # type: ignore[attr-defined]
+    for s in (a, b):
+        s._hearing._partials = s.config.partials  # type: ignore[attr-defined]
+    audio = np.concatenate([silence(0.2), tone(2.5, hz=QUESTION_HZ)])
+    for i in range(len(audio) // ASR_BLOCK):  # both hear speech at once; no settling: passes stay in flight
+        a.push_audio(audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK])
+        b.push_audio(audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK])
+    assert a.engines.partial_budget.in_flight == 1  # the second session's due pass was skipped, not queued
+    await a.settle()
+    await b.settle()
+    assert a.engines.partial_budget.in_flight == 0
+    await a.aclose()
+    await b.aclose()

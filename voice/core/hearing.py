@@ -1,0 +1,203 @@
+"""The hearing front end: microphone frames in, what the person did out (pure).
+
+Everything the session decides about the microphone before the turn-taking
+core sees it lives here: which VAD view to believe while the assistant talks
+(the echo gate), how loud the person and the background are, the speech edges
+(the endpointer), and when a partial transcript is due (the partial budget).
+The models are injected as callables, so all of it runs in unit tests on
+recorded frames without onnxruntime.
+
+Per 32 ms frame, :meth:`Hearing.push` may report one of::
+
+    SpeechOnset, OnsetDropped, SpeechStart     (from the endpointer)
+    Ended            the endpoint, with the utterance's and the background's loudness
+    SpeechContinues  a voiced frame inside an utterance (how long the person has spoken)
+    SpeechPaused     a silent frame inside an utterance, before the endpoint
+
+and, after either of the last two, :class:`PartialDue` when a partial pass
+should start (the per-utterance schedule and the budget shared by every
+session allow it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from voice.core.audio import ASR_RATE, VAD_FRAME
+from voice.core.echo_gate import EchoGate
+from voice.core.endpointing import (
+    NO_SPEECH_BELOW,
+    EndpointConfig,
+    Endpointer,
+    OnsetDropped,
+    SpeechEnd,
+    SpeechOnset,
+    SpeechStart,
+)
+from voice.core.levels import BackgroundMeter, LevelMeter
+from voice.core.partials import PartialBudget, PartialConfig, PartialPolicy
+
+FRAME_S = VAD_FRAME / ASR_RATE
+
+SpeechProbability = Callable[[np.ndarray], float]  # one VAD_FRAME of 16 kHz audio -> P(speech)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The endpoint: speech that ended at ``end`` was followed by the hangover's silence."""
+
+    end: float
+    t: float
+    level_db: float | None  # loudness of the utterance's voiced frames
+    background_db: float | None  # of the microphone without speech during the reply
+
+
+@dataclass(frozen=True)
+class SpeechContinues:
+    """A voiced frame inside an utterance: the person has spoken until ``t``."""
+
+    t: float
+
+
+@dataclass(frozen=True)
+class SpeechPaused:
+    """A silent frame inside an utterance: speech up to ``end``, then ``silence_s`` of silence."""
+
+    end: float
+    silence_s: float
+
+
+@dataclass(frozen=True)
+class PartialDue:
+    """Start a partial pass on the utterance's audio from ``onset`` on; tell
+    :meth:`Hearing.partial_finished` when it is done (that releases the budget)."""
+
+    policy: PartialPolicy
+    onset: float
+
+
+Heard = SpeechOnset | OnsetDropped | SpeechStart | Ended | SpeechContinues | SpeechPaused | PartialDue
+
+
+class Hearing:
+    """One session's microphone, frame by frame.
+
+    ``vad`` scores the echo-cancelled signal. With ``gate`` (echo
+    cancellation on), ``vad_raw`` scores the raw microphone too and the gate
+    decides which view counts (see :class:`~voice.core.echo_gate.EchoGate`).
+    ``partials``: the schedule of partial passes (None: no partials);
+    ``budget``: the cap on partial passes in flight over all sessions.
+    """
+
+    def __init__(
+        self,
+        endpoint: EndpointConfig,
+        vad: SpeechProbability,
+        vad_raw: SpeechProbability | None = None,
+        gate: EchoGate | None = None,
+        partials: PartialConfig | None = None,
+        budget: PartialBudget | None = None,
+    ) -> None:
+        if (gate is None) != (vad_raw is None):
+            raise ValueError("the echo gate needs the raw microphone's VAD, and only it does")
+        self.endpoint = endpoint
+        self.endpointer = Endpointer(endpoint, FRAME_S)
+        self._vad = vad
+        self._vad_raw = vad_raw
+        self.gate = gate
+        self._partials = partials
+        self._budget = budget if budget is not None else PartialBudget()
+        self.level = LevelMeter()  # loudness of the current utterance's voiced frames
+        self.background = BackgroundMeter()  # and of the rest, while the assistant plays
+        self.frames = 0  # frames scored so far
+        self.utterance_onset = 0.0
+        self.partial: PartialPolicy | None = None  # the current utterance's schedule
+        self._cleaned = np.zeros(0, dtype=np.float32)
+        self._raw = np.zeros(0, dtype=np.float32)
+        self._far = np.zeros(0, dtype=np.float32)
+
+    @property
+    def heard_s(self) -> float:
+        """Audio scored so far, in seconds: the end of the last frame on the session's timeline."""
+        return self.frames * FRAME_S
+
+    def push(self, cleaned: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool) -> list[Heard]:
+        """The next microphone samples: echo-cancelled, raw (the same span), and what the speaker
+        played over it (a continuous stream; it may run behind). ``playing``: reply audio is
+        queued, so frames without speech measure the background the assistant talks over."""
+        self._cleaned = np.concatenate([self._cleaned, cleaned])
+        self._raw = np.concatenate([self._raw, raw])
+        if self.gate is not None:
+            self._far = np.concatenate([self._far, far])
+        out: list[Heard] = []
+        while len(self._cleaned) >= VAD_FRAME:
+            frame, self._cleaned = self._cleaned[:VAD_FRAME], self._cleaned[VAD_FRAME:]
+            raw_frame, self._raw = self._raw[:VAD_FRAME], self._raw[VAD_FRAME:]
+            far_frame, self._far = self._far[:VAD_FRAME], self._far[VAD_FRAME:]
+            out += self._frame(frame, raw_frame, far_frame, playing)
+        return out
+
+    def partial_finished(self, policy: PartialPolicy, text: str | None) -> tuple[str, str] | None:
+        """A partial pass came back (``text`` None: it failed). Returns (stable, unstable) when the
+        current utterance's partial changed."""
+        self._budget.release()
+        if text is None:
+            policy.running = False
+            return None
+        changed = policy.finished(text)
+        return changed if policy is self.partial else None
+
+    def _frame(self, frame: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool) -> list[Heard]:
+        t = self.frames * FRAME_S
+        self.frames += 1
+        prob = self._vad(frame)
+        if self.gate is not None and self._vad_raw is not None:
+            self.gate.far_frame(far)
+            prob = self.gate(self._vad_raw(raw), prob, raw, frame)
+        ep = self.endpointer
+        was_pending = ep.in_speech or ep.pending_onset is not None
+        edge = ep.push(prob, t)
+        near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
+        if prob >= self.endpoint.threshold:
+            if not was_pending:
+                self.level.reset()  # the first voiced frame of what may become an utterance
+            self.level.add(near)
+        elif prob < NO_SPEECH_BELOW and playing:
+            self.background.add(near)  # what the microphone hears while the assistant talks
+        if isinstance(edge, SpeechStart):
+            self.utterance_onset = edge.onset
+            self.partial = PartialPolicy(self._partials) if self._partials is not None else None
+            return [edge]
+        if isinstance(edge, SpeechEnd):
+            self.partial = None
+            return [Ended(edge.end, edge.t, self.level.db, self.background.db)]
+        if edge is not None:
+            return [edge]
+        if not ep.in_speech:
+            return []
+        # A voiced frame says how long the person has really spoken (the hangover's silence does not count).
+        out: list[Heard] = [
+            SpeechContinues(t + FRAME_S) if ep.silence_s == 0.0 else SpeechPaused(ep.last_voiced_end, ep.silence_s)
+        ]
+        due = self._partial_due()
+        if due is not None:
+            out.append(due)
+        return out
+
+    def _partial_due(self) -> PartialDue | None:
+        policy = self.partial
+        if policy is None:
+            return None
+        if not self._budget.available:
+            # Shed load: partials are previews, and with many sessions they would
+            # queue for the recognizer and take the cores the finals need.
+            return None
+        audio_s = self.heard_s - self.utterance_onset
+        if not policy.due(audio_s, self.endpointer.silence_s):
+            return None
+        policy.started(audio_s)
+        self._budget.take()
+        return PartialDue(policy, self.utterance_onset)
