@@ -25,7 +25,6 @@ included (``playback_paused`` before the speech is confirmed has
 
 from __future__ import annotations
 
-import functools
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
@@ -69,12 +68,18 @@ class Event:
         return out
 
 
-@functools.cache
+_LAYOUTS: dict[type[Event], tuple[tuple[str, int | None, Any], ...]] = {}
+
+
 def _layout(cls: type[Event]) -> tuple[tuple[str, int | None, Any], ...]:
     """Each field's name, its decimals (None: as it is) and the value it is left out at (MISSING: never)."""
-    return tuple(
-        (f.name, f.metadata.get("digits"), f.default if f.metadata.get("optional") else MISSING) for f in fields(cls)
-    )
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = tuple(
+            (f.name, f.metadata.get("digits"), f.default if f.metadata.get("optional") else MISSING)
+            for f in fields(cls)
+        )
+    return layout
 
 
 # -- the person --------------------------------------------------------------
