@@ -89,7 +89,7 @@ class ServerConfig:
             )
 
 
-EventHook = Callable[[str, dict[str, Any]], None]  # (session id, pipeline event), for logs and tests
+EventHook = Callable[[str, Event], None]  # (session id, pipeline event), for logs and tests
 
 
 class SessionObserver(Protocol):
@@ -97,7 +97,7 @@ class SessionObserver(Protocol):
 
     def session_opened(self, key: object) -> None: ...
 
-    def observe(self, event: dict[str, Any], key: object) -> None: ...
+    def observe(self, event: Event, key: object) -> None: ...
 
     def session_closed(self, key: object) -> None: ...
 
@@ -333,7 +333,7 @@ class Connection:
         self.recorder: Any = None  # persists the turns (None: in memory only)
         self._store_warned = False
         self.clock = MonotonicClock()
-        self.events: list[dict[str, Any]] = []  # every pipeline event of this session
+        self.events: list[Event] = []  # every pipeline event of this session
         self.close_code: int | None = None
         self._to_16k: soxr.ResampleStream | None = None
         self._last_rx = time.monotonic()

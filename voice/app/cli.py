@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from llm.base import GenerationConfig
 from transport.files import AudioInputError, load_audio
@@ -312,7 +312,7 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         hook = None
         if args.log_json:
 
-            def hook(session_id: str, event: dict[str, Any]) -> None:
+            def hook(session_id: str, event: Event) -> None:
                 event_logger(session_id)(event)
 
         metrics = rt.metrics or PipelineMetrics()
