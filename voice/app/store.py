@@ -297,10 +297,17 @@ class _Writer:
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until every job queued so far has run. False: not within ``timeout`` seconds."""
-        if threading.current_thread() is self._thread:
+        with self._lock:
+            thread = self._thread
+        if thread is None:
+            return True  # never given a job
+        if threading.current_thread() is thread:
             raise RuntimeError("the writer thread cannot wait for itself")
         done = threading.Event()
-        return not self.submit(done.set) or done.wait(timeout)
+        if not self.submit(done.set):  # closed: what was queued runs to the end
+            thread.join(timeout)
+            return not thread.is_alive()
+        return done.wait(timeout)
 
     def close(self, timeout: float | None) -> bool:
         """Run what is queued (waiting up to ``timeout`` s), then stop; what is submitted after never runs."""
