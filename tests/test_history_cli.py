@@ -1,11 +1,14 @@
 """`python -m voice.history` as a person runs it, on a database filled with the
-store's API: list, show, export as JSON and Markdown; an unknown id, a missing
-or corrupt database are one line and exit code 2."""
+store's API: list, show, export as JSON and Markdown, each turn with its
+wall-clock time beside its span on the session's timeline; a database of
+schema version 1 still reads; an unknown id, a missing or corrupt database are
+one line and exit code 2."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +21,7 @@ from voice.core.history import Turn
 
 SID = "3f2a9c0d41b84e0b9e6f0a1b2c3d4e5f"
 OTHER = "3f99aa00000000000000000000000000"
+NEW_YEAR = 1767225600.0  # 2026-01-01 00:00:00 UTC: when the turns were finalized (TZ=UTC below)
 
 
 def history(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -27,7 +31,7 @@ def history(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "TZ": "UTC", **(env or {})},
     )
 
 
@@ -45,9 +49,8 @@ def db(tmp_path) -> Path:
     path = tmp_path / "conversations.db"
     with ConversationStore.open(path) as s:
         s.create_session(SID, owner="a-token", system_prompt="Answer in one short sentence.")
-        s.add_turn(SID, Turn("user", "What's the weather like today?", t_start=0.42, t_end=2.1))
-        s.add_turn(
-            SID,
+        turns = [
+            Turn("user", "What's the weather like today?", t_start=0.42, t_end=2.1),
             Turn(
                 "assistant",
                 "It is sunny and",
@@ -57,14 +60,13 @@ def db(tmp_path) -> Path:
                 interrupted=True,
                 response=1,
             ),
-        )
-        s.add_turn(SID, Turn("user", "Will it rain tomorrow?", t_start=4.0, t_end=5.2))
-        s.add_turn(
-            SID,
+            Turn("user", "Will it rain tomorrow?", t_start=4.0, t_end=5.2),
             Turn(
                 "assistant", "No, tomorrow stays dry.", 5.8, 7.1, generated_text="No, tomorrow stays dry.", response=2
             ),
-        )
+        ]
+        for turn in turns:
+            s.add_turn(SID, turn, finalized_at=NEW_YEAR + turn.t_end + 0.3)
         s.create_session(OTHER)
     return path
 
@@ -104,6 +106,9 @@ def test_show_by_unique_prefix(db):
         "assistant",
     ]
     assert "0.42-2.10 s" in turn_lines[0] and "What's the weather like today?" in turn_lines[0]
+    # the wall clock beside the session's timeline (with the date: not the day the session was created)
+    assert turn_lines[0].startswith("2026-01-01 00:00:02  0.42-2.10 s  user ")
+    assert turn_lines[3].startswith("2026-01-01 00:00:07  5.80-7.10 s  assistant ")
     assert "It is sunny and" in turn_lines[1] and "interrupted: heard 4 of 12 words" in turn_lines[1]
     assert "generated: It is sunny and warm, with a light breeze from the west." in out
     assert out.count("generated:") == 1  # only where it differs from what was heard
@@ -129,6 +134,7 @@ def test_export_json(db):
         "audio_s": 1.3,
         "response": 1,
         "created_at": turns[1]["created_at"],
+        "finalized_at": "2026-01-01T00:00:04.200+00:00",
     }
     assert turns[0]["interrupted"] is False and turns[0]["generated_text"] is None
     both = json.loads(history("export", SID[:4] + "9c", OTHER, "--db", str(db)).stdout)  # json is the default
@@ -140,10 +146,27 @@ def test_export_markdown(db):
     assert proc.returncode == 0, proc.stderr
     md = proc.stdout
     assert md.startswith(f"# Conversation `{SID}`")
-    assert "**User** (0.42-2.10 s): What's the weather like today?" in md
-    assert "**Assistant** (2.60-3.90 s): It is sunny and *[interrupted]*" in md
+    assert "**User** (0.42-2.10 s, at 2026-01-01 00:00:02): What's the weather like today?" in md
+    assert "**Assistant** (2.60-3.90 s, at 2026-01-01 00:00:04): It is sunny and *[interrupted]*" in md
     assert "> *generated:* It is sunny and warm, with a light breeze from the west." in md
-    assert "**Assistant** (5.80-7.10 s): No, tomorrow stays dry." in md
+    assert "**Assistant** (5.80-7.10 s, at 2026-01-01 00:00:07): No, tomorrow stays dry." in md
+
+
+def test_a_database_of_schema_version_1_reads_without_wall_clock_times(tmp_path):
+    old = tmp_path / "v1.db"
+    conn = sqlite3.connect(old)
+    conn.executescript((ROOT / "tests" / "fixtures" / "conversations_v1.sql").read_text())
+    conn.close()
+    sid = "01d5e55101d5e55101d5e55101d5e551"
+    proc = history("show", sid[:6], "--db", str(old))
+    assert proc.returncode == 0, proc.stderr
+    turn_lines = [line for line in proc.stdout.splitlines() if " user " in line or " assistant " in line]
+    assert turn_lines[0].startswith("0.42-2.10 s  user ")  # no wall-clock time: none was stored
+    assert "interrupted: heard 4 of 5 words" in turn_lines[1]
+    doc = json.loads(history("export", sid, "--db", str(old)).stdout)
+    assert [t["finalized_at"] for t in doc["sessions"][0]["turns"]] == [None, None]
+    md = history("export", sid, "--format", "md", "--db", str(old)).stdout
+    assert "**User** (0.42-2.10 s): What's the weather like today?" in md
 
 
 def test_unknown_id(db):

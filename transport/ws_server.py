@@ -372,6 +372,8 @@ class Connection:
                     await task
             if self.session is not None:
                 await self.session.aclose()
+            if self.recorder is not None:  # the last turns are committed before the session counts as closed
+                await asyncio.to_thread(self.recorder.flush)
 
     # -- carrying out the protocol's actions ------------------------------------
 

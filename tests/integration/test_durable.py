@@ -1,5 +1,6 @@
 """Durable conversations: finalized turns survive a killed server and a vanished client,
-and a client that comes back with its session id goes on from there."""
+a client that comes back with its session id goes on from there, and a database
+locked by another process never holds up the audio."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -20,10 +22,13 @@ from tests.conftest import ROOT, recordings
 from transport.client import talk
 from transport.files import load_audio
 from transport.protocol import float_to_pcm16
+from transport.replay import replay
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.conversations import Conversations
-from voice.app.store import ConversationStore, StoreFull
+from voice.app.store import ConversationStore, StoreFull, StoreLocked, open_history
 from voice.bench.scoring import word_error_rate
+from voice.shell.clock import MonotonicClock
+from voice.shell.session import Session
 
 pytestmark = pytest.mark.engines
 
@@ -173,3 +178,44 @@ async def test_a_full_disk_is_said_and_the_conversation_goes_on_in_memory(engine
     finally:
         await server.close()
         store.close()
+
+
+async def test_a_database_locked_by_another_process_does_not_hold_up_the_audio(engines, tmp_path):
+    """Real time. Another process holds the write lock through the whole
+    conversation, past the store's 3 s busy timeout: the blocks are still fed
+    on time (when the history wrote on the event loop, the user's final held
+    it up for the whole busy timeout), and once the lock goes every turn is
+    committed, in order."""
+    db = tmp_path / "c.db"
+    store = ConversationStore.open(db, timeout=3.0)
+    session_id, history, recorder = open_history(store, None)
+    assert recorder.flush()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sqlite3, sys
+            conn = sqlite3.connect({str(db)!r}, isolation_level=None)
+            conn.execute("BEGIN EXCLUSIVE")
+            print("locked", flush=True)
+            sys.stdin.readline()
+            conn.execute("COMMIT")
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        events: list[dict] = []
+        session = Session(engines, MonotonicClock(), on_event=events.append, history=history)
+        try:
+            result = await replay(session, load_audio(_rec("axb_a0004").path), settle=False)
+        finally:
+            await session.aclose()
+        assert [t.role for t in history.turns] == ["user", "assistant"]
+        assert not recorder.flush()  # the writer gives up after 3 s, and keeps the turns
+        assert isinstance(recorder.error, StoreLocked) and recorder.pending == history.turns
+        assert store.turns(session_id) == []
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert result.lateness_max_s < 1.0, result  # the loop never waited for the database
+    assert recorder.flush() and recorder.error is None
+    assert store.turns(session_id) == history.turns
+    store.close()

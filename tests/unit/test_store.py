@@ -1,6 +1,7 @@
 """The conversation store on real SQLite files: round trips, durability,
 concurrency, the bad cases (corrupt, locked, full, unknown or foreign
-sessions), the turn recorder and the history's listener."""
+sessions), the schema's migration, the turn recorder and its writer thread
+(never an SQLite call on the caller's thread), and the history's listener."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from voice.app.store import (
     TurnRecorder,
     UnknownSession,
     default_db_path,
+    open_history,
 )
 from voice.core.history import History, Turn
 from voice.core.ledger import Word
@@ -61,6 +63,10 @@ def reply(text="It is noon.", generated=None, interrupted=False, response=1, t0=
         interrupted=interrupted,
         response=response,
     )
+
+
+V1_DUMP = ROOT / "tests" / "fixtures" / "conversations_v1.sql"
+V1_SESSION = "01d5e55101d5e55101d5e55101d5e551"
 
 
 def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -136,16 +142,21 @@ def test_a_finalized_turn_survives_sigkill(db):
     proc = run_python(f"""
         import os, signal
         from voice.core.history import Turn
-        from voice.app.store import ConversationStore
+        from voice.app.store import ConversationStore, open_history
         s = ConversationStore.open({str(db)!r})
         s.create_session("k")
         s.add_turn("k", Turn("user", "remember me", t_start=0.0, t_end=1.0))
-        print("written", flush=True)
+        sid, history, recorder = open_history(s, None)  # and through the writer thread
+        history.add(Turn("user", "and me", t_start=0.0, t_end=1.0))
+        assert recorder.flush()  # committed
+        print("written", sid, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint, no atexit
     """)
     assert proc.returncode == -9 and "written" in proc.stdout, proc.stderr
+    sid = proc.stdout.split()[-1]
     with ConversationStore.open(db) as s:
         assert [t.text for t in s.turns("k")] == ["remember me"]
+        assert [t.text for t in s.turns(sid)] == ["and me"]
 
 
 def test_replace_and_delete_a_turn(store):
@@ -180,6 +191,188 @@ def test_open_creates_the_folder(tmp_path):
     with ConversationStore.open(tmp_path / "a" / "b" / "c.db") as s:
         s.create_session("x")
     assert (tmp_path / "a" / "b" / "c.db").is_file()
+
+
+def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(db):
+    conn = sqlite3.connect(db)
+    conn.executescript(V1_DUMP.read_text())
+    conn.close()
+    with ConversationStore.open(db) as s:
+        old = s.stored_turns(V1_SESSION)
+        assert [(t.seq, t.turn.role, t.turn.text, t.finalized_at) for t in old] == [
+            (1, "user", "What's the weather like today?", None),  # not known: stored before the column
+            (2, "assistant", "It is sunny and", None),
+        ]
+        assert old[1].turn.interrupted and old[1].turn.generated_text == "It is sunny and warm."
+        assert old[0].created_at > 0 and s.session(V1_SESSION).system_prompt == "Answer in one short sentence."
+        s.add_turn(V1_SESSION, user("and tomorrow?"), finalized_at=1234.5)
+        assert s.stored_turns(V1_SESSION)[2].finalized_at == 1234.5
+    with ConversationStore.open(db) as s:  # once is enough
+        assert len(s.turns(V1_SESSION)) == 3
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(2,)]
+    assert "finalized_at" in [r[1] for r in conn.execute("PRAGMA table_info(turns)")]
+    conn.close()
+
+
+def test_each_turn_is_stored_with_the_wall_clock_time_it_was_finalized(store):
+    sid, history, recorder = open_history(store, None)  # a new session: created by the writer thread
+    t0 = time.time()
+    u = history.add(user())
+    t1 = time.time()
+    a = history.add(reply("It is noon. The sun is out."))
+    assert recorder.flush()
+    time.sleep(0.01)
+    t2 = time.time()
+    a.text, a.interrupted = "It is noon.", True
+    history.changed(a)  # cut after the fact: stamped again
+    t3 = time.time()
+    assert recorder.flush()
+    su, sa = store.stored_turns(sid)
+    assert su.turn == u and sa.turn == a
+    assert t0 <= su.finalized_at <= t1 and su.finalized_at <= su.created_at  # stamped by the caller, then written
+    assert t2 <= sa.finalized_at <= t3 and sa.created_at < t2  # written once, at its first finalization
+    store.add_turn(sid, user("direct"))  # the synchronous API, no time given: now
+    last = store.stored_turns(sid)[-1]
+    assert last.finalized_at == last.created_at
+
+
+# -- off the event loop: the writer thread ------------------------------------
+
+
+def _trace(store: ConversationStore) -> list[tuple[str, str]]:
+    """(thread name, statement) for each SQLite statement the store's two connections run from now on."""
+    seen: list[tuple[str, str]] = []
+
+    def trace(sql: str) -> None:
+        seen.append((threading.current_thread().name, sql))
+
+    store._conn.set_trace_callback(trace)
+    store._reader.set_trace_callback(trace)
+    return seen
+
+
+def _hold_write_lock(db: Path) -> subprocess.Popen:
+    """Another process that holds the database's write lock until a line on its stdin."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import sqlite3, sys
+                conn = sqlite3.connect({str(db)!r}, isolation_level=None)
+                conn.execute("BEGIN EXCLUSIVE")
+                print("locked", flush=True)
+                sys.stdin.readline()
+                conn.execute("COMMIT")
+            """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_database_locked_by_another_process_never_holds_up_the_history(db):
+    """The history takes its turns at once while another process holds the
+    write lock; no SQLite call runs on the caller's thread; once the lock
+    goes, the turns are committed in order, as the history has them then."""
+    store = ConversationStore.open(db, timeout=30)  # the writer waits for the lock as long as it lasts
+    store.create_session("s")
+    recorder = TurnRecorder(store, "s")
+    history = History(recorder.load(), listener=recorder)
+    seen = _trace(store)
+    holder = _hold_write_lock(db)
+    try:
+        caller = threading.current_thread().name
+        first = history.add(user("first"))
+        _wait_for(lambda: recorder._writing is not None)  # the writer has it, and waits for the lock
+        turns = [first] + [user(f"question {i}") if i % 2 else reply(f"answer {i}") for i in range(1, 8)]
+        slowest = 0.0
+        for turn in turns[1:]:
+            t0 = time.perf_counter()
+            history.add(turn)
+            slowest = max(slowest, time.perf_counter() - t0)
+        first.text = "first, amended"  # in flight: written again after
+        history.changed(first)
+        turns[3].text, turns[3].interrupted = "answer", True  # owed: written as it is now
+        history.changed(turns[3])
+        history.remove(turns[5])  # owed: never written
+        assert slowest < 1.0  # microseconds in fact; loose, as the machine is shared
+        assert recorder.error is None and recorder.pending == [t for t in turns if t is not turns[5]]
+        assert [sql for name, sql in seen if name == caller] == []  # not one statement, not even a read
+        assert store.turns("s") == []  # reads go on (WAL), nothing written yet
+        seen.clear()
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert recorder.flush()
+    assert recorder.error is None and recorder.pending == []
+    store._conn.set_trace_callback(None)
+    store._reader.set_trace_callback(None)
+    assert store.turns("s") == history.turns and history.turns[0].text == "first, amended"
+    assert [s.seq for s in store.stored_turns("s")] == [1, 2, 3, 4, 5, 6, 7]  # the removed one never was
+    writes = [(name, sql) for name, sql in seen if not sql.startswith("SELECT")]
+    assert writes and {name for name, _ in writes} == {store._writer.name}  # every write on the writer thread
+    store.close()
+
+
+def test_the_caller_never_runs_sqlite_not_even_for_a_new_session(db):
+    ConversationStore.open(db).close()
+    store = ConversationStore.open(db, timeout=30)
+    seen = _trace(store)
+    holder = _hold_write_lock(db)
+    try:
+        sid, history, recorder = open_history(store, None, owner="token", system_prompt="be brief")
+        history.add(user())
+        history.add(reply())
+        assert seen == [] or {name for name, _ in seen} == {store._writer.name}
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert recorder.flush() and recorder.error is None
+    assert store.session(sid, owner="token").system_prompt == "be brief"
+    assert store.turns(sid) == history.turns
+    store.close()
+
+
+def test_close_finishes_the_writes_handed_over(db):
+    store = ConversationStore.open(db)
+    sid, history, recorder = open_history(store, None)
+    for i in range(50):
+        history.add(user(f"turn {i}"))
+    store.close()  # no flush first
+    with ConversationStore.open(db) as s:
+        assert [t.text for t in s.turns(sid)] == [f"turn {i}" for i in range(50)]
+    history.add(user("too late"))  # never raises: kept, and said
+    assert isinstance(recorder.error, StoreError) and "closed" in str(recorder.error)
+    assert [t.text for t in recorder.pending] == ["too late"]
+
+
+def test_a_store_that_fails_at_once_holds_the_new_session_and_its_turns_back(db):
+    store = ConversationStore.open(db)
+    store.create_session("filler")
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(StoreFull):
+        for i in range(1000):
+            store.create_session(f"filler-{i:04d}-" + "x" * 40)
+    sid, history, recorder = open_history(store, None)
+    history.add(user("kept in memory"))
+    assert not recorder.flush()
+    assert isinstance(recorder.error, StoreFull) and recorder.pending == history.turns
+    store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")  # space is back: the next change writes all
+    history.add(reply())
+    assert recorder.flush() and recorder.error is None
+    assert store.turns(sid) == history.turns
+    store.close()
 
 
 # -- concurrency ------------------------------------------------------------
@@ -337,9 +530,11 @@ def test_locked_database(db):
     recorder = TurnRecorder(store, "s")
     first, second = user("first"), reply("second")
     recorder.record(first)
+    assert not recorder.flush()  # the writer waited 0.1 s for the lock, and gave up
     assert isinstance(recorder.error, StoreLocked) and recorder.pending == [first]
     holder.execute("COMMIT")
-    recorder.record(second)
+    recorder.record(second)  # the next change retries what is owed, in order
+    assert recorder.flush()
     assert recorder.error is None and recorder.pending == []
     assert [t.text for t in store.turns("s")] == ["first", "second"]
     holder.close()
@@ -351,6 +546,7 @@ def test_full_database_keeps_turns_until_there_is_room(db, caplog):
     store.create_session("s")
     recorder = TurnRecorder(store, "s")
     recorder.record(user("before"))
+    assert recorder.flush()
     pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
     store._conn.execute(f"PRAGMA max_page_count = {pages}")  # a real SQLITE_FULL
     big = reply("word " * 20000)
@@ -361,6 +557,7 @@ def test_full_database_keeps_turns_until_there_is_room(db, caplog):
     with caplog.at_level("WARNING", logger="voice.app.store"):
         recorder.record(big)
         recorder.record(user("after"))  # in order behind the turn that did not fit
+        assert not recorder.flush()
     assert isinstance(recorder.error, StoreFull)
     assert [t.text for t in recorder.pending] == [big.text, "after"]
     assert len([r for r in caplog.records if "memory only" in r.message]) == 1  # logged once
@@ -488,11 +685,14 @@ def test_recorder_persists_what_the_history_finalizes(store):
     h = History(recorder.load(), listener=recorder)
     h.add(user("what time is it"))
     a = h.add(reply("It is noon. The sun is out.", response=1))
+    assert recorder.flush()
     assert recorder.seq(a) == 2
     a.text, a.interrupted = "It is noon.", True
     h.changed(a)
+    assert recorder.flush()
     assert store.turns("s") == h.turns
     h.remove(a)
+    assert recorder.flush()
     assert store.turns("s") == h.turns == [user("what time is it")]
     assert recorder.seq(a) is None
 
@@ -501,11 +701,13 @@ def test_recorder_persists_what_the_history_finalizes(store):
     h2 = History(again.load(), listener=again)
     assert h2.turns == [user("what time is it")]
     b = h2.add(reply("Noon.", response=1))
+    assert again.flush()
     assert again.seq(b) == 2  # the removed turn's seq is free again: it was the last
     b.text, b.interrupted = "No", True
     h2.changed(b)
     h2.turns[0].text = "what time is it now"  # a loaded turn can be amended too
     h2.changed(h2.turns[0])
+    assert again.flush()
     assert store.turns("s") == h2.turns
 
 
@@ -546,6 +748,7 @@ def test_recorder_on_a_deleted_session(store):
     recorder = TurnRecorder(store, "s")
     store.delete_session("s")
     recorder.record(user())
+    assert not recorder.flush()
     assert isinstance(recorder.error, UnknownSession) and len(recorder.pending) == 1
 
 
@@ -557,28 +760,35 @@ def test_the_conversation_persists_turns_when_they_are_final_never_before(store)
     recorder = TurnRecorder(store, "c")
     conv = Conversation("be brief", history=History(listener=recorder))
     conv.speech_started(0.1, 0.35)
+    assert recorder.flush()
     assert store.turns("c") == []
     (tf,) = [c for c in conv.speech_ended(1.0, 1.5) if isinstance(c, TranscribeFinal)]
+    assert recorder.flush()
     assert store.turns("c") == []
     (start,) = [
         c for c in conv.transcript_final(tf.utterance, "what time is it", 0.1, 1.0, 1.6) if isinstance(c, StartResponse)
     ]
+    assert recorder.flush()
     assert [(t.role, t.text) for t in store.turns("c")] == [("user", "what time is it")]
     r = start.response
     (syn,) = [c for c in conv.llm_delta(r, "It is noon. And", 1.7) if isinstance(c, Synthesize)]
     conv.tts_audio(r, syn.chunk, "It is noon.", 100, [Word("It", 20), Word("is", 50), Word("noon.", 100)], 1.8, True)
     conv.tts_done(r, syn.chunk, 1.8)
     conv.played(60, 2.0)
+    assert recorder.flush()
     assert len(store.turns("c")) == 1  # playing: nothing partial is stored
     for c in conv.llm_done(r, 2.0):
         if isinstance(c, Synthesize):
             conv.tts_audio(r, c.chunk, c.text, 40, [Word("And", 40)], 2.1, True)
             conv.tts_done(r, c.chunk, 2.1)
     conv.played(40, 2.1)
+    assert recorder.flush()
     assert len(store.turns("c")) == 1
     conv.played(40, 2.2)  # playback ends
+    assert recorder.flush()
     assert store.turns("c") == conv.history.turns
     assert store.turns("c")[1].text == "It is noon. And"
     conv.truncate(r, 0, 2.5)  # the client says none of it was heard
+    assert recorder.flush()
     assert [(t.role, t.text) for t in store.turns("c")] == [("user", "what time is it")]
     assert recorder.error is None

@@ -8,6 +8,12 @@
 ``$VOICE_DB`` or ``~/.local/share/voice/conversations.db``. An id may be
 shortened to any prefix that only one session has. A missing or damaged
 database, an unknown id: one line on stderr and exit code 2.
+
+Two times per turn: its span on the session's timeline (``t_start``-``t_end``,
+seconds) and, beside it, the wall-clock time it was finalized (last changed,
+for a reply cut after the fact): local time in ``show`` and Markdown, ISO 8601
+UTC (``finalized_at``) in JSON. A turn stored before schema version 2 has no
+wall-clock time.
 """
 
 from __future__ import annotations
@@ -39,6 +45,18 @@ def _local(t: float) -> str:
 
 def _iso(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds") if t is not None else None
+
+
+def _wall(t: float | None, day: str) -> str:
+    """A wall-clock time as a person reads it: the local time of day, with the date unless it is ``day``."""
+    if t is None:
+        return ""
+    local = time.localtime(t)
+    return time.strftime("%H:%M:%S" if time.strftime("%Y-%m-%d", local) == day else "%Y-%m-%d %H:%M:%S", local)
+
+
+def _day(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.localtime(t))
 
 
 def _first_words(text: str | None, n: int = 8) -> str:
@@ -82,11 +100,14 @@ def _show(session: SessionRecord, turns: list[StoredTurn]) -> str:
         lines.append(f"system prompt: {session.system_prompt}")
     lines.append(f"{len(turns)} turn{'s' if len(turns) != 1 else ''}")
     lines.append("")
+    day = _day(session.created_at)
     width = max((len(_span(s.turn.t_start, s.turn.t_end)) for s in turns), default=0)
+    wall_width = max((len(_wall(s.finalized_at, day)) for s in turns), default=0)
     for s in turns:
         t = s.turn
         span = _span(t.t_start, t.t_end).rjust(width)
-        head = f"{span}  {t.role:<9}  "
+        wall = _wall(s.finalized_at, day).rjust(wall_width)
+        head = f"{wall}  {span}  {t.role:<9}  " if wall_width else f"{span}  {t.role:<9}  "
         pad = " " * len(head)
         text = t.text
         if t.interrupted:
@@ -124,6 +145,7 @@ def _turn_json(s: StoredTurn) -> dict[str, Any]:
         "audio_s": s.audio_s,
         "response": t.response,
         "created_at": _iso(s.created_at),
+        "finalized_at": _iso(s.finalized_at),
     }
     if t.extra:
         d["extra"] = t.extra
@@ -151,11 +173,15 @@ def _markdown(session: SessionRecord, turns: list[StoredTurn]) -> str:
     out.append("")
     if session.system_prompt:
         out += [f"> **System:** {_md_escape(session.system_prompt)}", ""]
+    day = _day(session.created_at)
     for s in turns:
         t = s.turn
         who = "User" if t.role == "user" else "Assistant"
-        span = _span(t.t_start, t.t_end)
-        head = f"**{who}**" + (f" ({span})" if span else "") + ":"
+        when = [_span(t.t_start, t.t_end)]
+        if s.finalized_at is not None:
+            when.append(f"at {_wall(s.finalized_at, day)}")
+        when = [w for w in when if w]
+        head = f"**{who}**" + (f" ({', '.join(when)})" if when else "") + ":"
         body = _md_escape(t.text)
         if t.interrupted:
             body += " *[interrupted]*"
