@@ -36,7 +36,8 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from transport.playback import PlaybackAccount, ReportError
+from transport.client_device import ClientDevice
+from transport.playback import ReportError
 from transport.protocol import (
     Action,
     AudioIn,
@@ -49,10 +50,9 @@ from transport.protocol import (
     TruncateReply,
     VoiceProtocol,
 )
-from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
+from voice.core.audio import ASR_RATE
 from voice.core.events import Event
 from voice.shell.clock import MonotonicClock
-from voice.shell.device import Captured, Played
 from voice.shell.engines import Engines
 from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
@@ -240,85 +240,6 @@ class VoiceServer:
         self.connections[session_id] = conn
 
 
-class ClientDevice:
-    """A network client as the pipeline's device (``voice/shell/device.py``).
-
-    Its microphone is the audio the client sends, fed to the session at real
-    time however it arrives (bursts are spread over the ticks they cover);
-    its speaker is the client's player: reply audio is sent ``lead`` ahead of
-    what the client reports played (or, without reports, of when it would
-    have played what it was sent), and what it played is the echo
-    canceller's reference. Pause, resume and flush reach the client as the
-    protocol's events (``playback_paused``, ...), which it acts on itself.
-    """
-
-    tick_s = BLOCK_S
-
-    def __init__(self, output_rate: int, lead_s: float, acks: bool, send: Callable[[np.ndarray, int | None], None]):
-        self.account = PlaybackAccount(output_rate, lead_s, acks, keep_audio=True)
-        self._send = send
-        self._input = np.zeros(0, dtype=np.float32)  # 16 kHz, received and not yet fed
-        self._input_start: float | None = None  # when the first audio arrived
-        self._fed = 0  # blocks fed so far
-        self._to_16k = soxr.ResampleStream(output_rate, ASR_RATE, 1, dtype="float32")
-        self._far = np.zeros(0, dtype=np.float32)  # what the client played, at 16 kHz, not yet given
-        self._reported: list[Played] = []
-
-    @property
-    def buffered_s(self) -> float:
-        """Microphone audio received and not yet fed."""
-        return len(self._input) / ASR_RATE
-
-    def receive(self, samples: np.ndarray) -> None:
-        """Microphone audio from the client, at 16 kHz."""
-        if self._input_start is None:
-            self._input_start = time.monotonic()
-        self._input = np.concatenate([self._input, samples])
-
-    def report(self, played: int, dropped: int) -> None:
-        """The client's played report (totals); raises ReportError if it cannot be true."""
-        self._reported += self.account.report(played, dropped)
-
-    def capture(self) -> Captured:
-        if self._input_start is None:
-            return Captured(np.zeros(0, dtype=np.float32))
-        due = int((time.monotonic() - self._input_start) / BLOCK_S) + 1
-        n = min(due - self._fed, len(self._input) // ASR_BLOCK)
-        if n <= 0:
-            return Captured(np.zeros(0, dtype=np.float32))
-        k = n * ASR_BLOCK
-        mic, self._input = self._input[:k], self._input[k:]
-        self._fed += n
-        self._far = np.concatenate([self._far, self._to_16k.resample_chunk(self.account.take_played_audio())])
-        # Played reports come in bursts, not per block: a gap is silence then.
-        far, self._far = self._far[:k], self._far[k:]
-        return Captured(mic, np.pad(far, (0, k - len(far))))
-
-    def room(self) -> int:
-        return self.account.budget(time.monotonic())
-
-    def play(self, audio: np.ndarray, response: int | None) -> None:
-        if len(audio):
-            self.account.sent_audio(audio, response, time.monotonic())
-            self._send(audio, response)
-
-    def played(self) -> list[Played]:
-        if not self.account.acks:
-            return self.account.estimate(time.monotonic())
-        out, self._reported = self._reported, []
-        return out
-
-    # The client holds, resumes and drops its own buffer on the protocol's events.
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-
 class Connection:
     """One client: its protocol state, its session and the loops that drive them."""
 
@@ -386,7 +307,7 @@ class Connection:
             elif isinstance(action, PlayedReport):
                 self._played(action)
             elif isinstance(action, Configure):
-                self._configure(action)
+                await self._configure(action)
             elif isinstance(action, CancelReply):
                 if self.session is not None:
                     self.session.cancel_response()
@@ -402,7 +323,7 @@ class Connection:
             if isinstance(action, Send):
                 self._send(action.message)
 
-    def _configure(self, cfg: Configure) -> None:
+    async def _configure(self, cfg: Configure) -> None:
         if self.session is not None:  # a later session.update: what may change mid-session
             if cfg.instructions is not None:
                 self.session.conversation.system_prompt = cfg.instructions
@@ -419,8 +340,13 @@ class Connection:
                     "unknown_session", "this server keeps no conversations (no --db): a new one is started"
                 )
         else:
-            opened = conversations.open(
-                cfg.resume, session_cfg.system_prompt, self.server.config.token, in_use=self.server.connections
+            # Reading a stored conversation is disk I/O: not on the loop, where other sessions' audio runs.
+            opened = await asyncio.to_thread(
+                conversations.open,
+                cfg.resume,
+                session_cfg.system_prompt,
+                self.server.config.token,
+                in_use=set(self.server.connections),
             )
             for code, message in opened.notices:
                 self._send_error(code, message)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from transport.playback import PlaybackAccount, ReportError
-from transport.ws_server import ClientDevice
+from transport.client_device import ClientDevice
 from voice.core.audio import ASR_BLOCK, BLOCK_S
 from voice.shell.device import Played
 
