@@ -16,7 +16,7 @@ the speaker (``lead``), and counts as played only what the DAC has reached by
 now, so a barge-in truncates the history to what came out of the speaker,
 not what was written to the device. The accounting of what was sent and
 played is the same as for a network client
-(:class:`transport.playback.RemotePlayback`).
+(:class:`transport.playback.PlaybackAccount`, kept by :class:`transport.local.SoundCardDevice`).
 """
 
 from __future__ import annotations
