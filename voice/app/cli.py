@@ -33,7 +33,7 @@ from voice.app.metrics import PipelineMetrics, serve
 from voice.core.endpointing import EndpointConfig
 from voice.core.turns import BargeInPolicy
 from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.engines import EngineConfig, load_engines
+from voice.shell.engines import EngineConfig, LoadInterrupted, start_engines
 from voice.shell.models import MissingModelError
 from voice.shell.session import Session, SessionConfig
 
@@ -154,7 +154,7 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
 
     t0 = time.monotonic()
     print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    engines = await start_engines(engine_cfg)
     cold = time.monotonic() - t0
     loads = ", ".join(f"{k} {v:.1f} s" for k, v in engines.load_times.items())
     print(f"ready in {cold:.1f} s ({loads})", file=sys.stderr, flush=True)
@@ -233,7 +233,7 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         return fail(str(e))
     t0 = time.monotonic()
     print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    engines = await start_engines(engine_cfg)
     metrics = PipelineMetrics()
     if args.metrics_port is not None:
         serve(metrics, args.metrics_port)
@@ -313,7 +313,7 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     view = TerminalView()
     print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
     print("loading engines ...", file=sys.stderr, flush=True)
-    engines = await asyncio.to_thread(load_engines, engine_cfg)
+    engines = await start_engines(engine_cfg)
     if history is not None and history.turns:
         view.message(f"(resuming: {len(history.turns)} turns so far)")
     local: LocalAudio | None = None
@@ -426,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         if audio is None:
             return asyncio.run(run_local(args, engine_cfg, session_cfg))
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if isinstance(e, LoadInterrupted):  # the engine processes are stopped
+            print("voice.run: interrupted while loading the engines", file=sys.stderr)
         return 130
 
 
