@@ -4,13 +4,29 @@ The engine core runs in a child process that vLLM spawns, so programs that use
 this backend need an ``if __name__ == "__main__":`` guard. The chat template is
 applied here with the model's own tokenizer and the token ids are handed to the
 engine; prefix caching is on, so each turn only prefills what is new.
+
+Ctrl+C: a terminal sends SIGINT to every process of its foreground group,
+vLLM's included. Its engine core and model worker handle SIGINT only once their
+start is under way; before that, while they import vLLM and torch (seconds),
+it is a KeyboardInterrupt in each, with its traceback, and the engine core logs
+its worker's death as a failed start with another: a hundred lines. So they
+start with SIGINT blocked (the mask is inherited through spawn), and Ctrl+C
+reaches only this process, which owns them: it shuts them down once they run
+(``close``: vLLM's shutdown, by SIGTERM), or kills them while they still start
+(``kill_starting_engines``), since vLLM has no way to abort a start (its engine
+core only takes note of a signal until the model is loaded).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 from llm.base import Delta, GenerationConfig, LLMError, fit_to_context
@@ -26,6 +42,80 @@ def _configure_environment(cache_dir: Path) -> None:
     (cache_dir / "rpc").mkdir(exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# VLLMEngine constructors in progress, in any thread: their engine processes are still starting.
+_starting = 0
+_starting_lock = threading.Lock()
+
+
+def _start_resource_tracker() -> None:
+    """Python's resource tracker, started before vLLM's processes (which use it) start.
+
+    Started here because starting it unblocks SIGINT in the thread that does
+    (Python 3.11). And with its exit warnings off: engine processes killed while
+    starting leave it their shared memory and semaphores, which it frees as
+    this process exits, each with a warning meant for a leak.
+    """
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [before, "ignore:resource_tracker:UserWarning"]))
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
+
+
+@contextmanager
+def _starting_without_sigint() -> Iterator[None]:
+    """Block SIGINT in this thread, and so in the processes it starts, while the engine starts."""
+    global _starting
+    with _starting_lock:
+        _starting += 1
+    _start_resource_tracker()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        with _starting_lock:
+            _starting -= 1
+
+
+def kill_starting_engines() -> None:
+    """Kill the processes of engines still starting (in another thread), their children too.
+
+    For a start given up on (Ctrl+C): the thread that starts the engine then
+    fails, in a moment, with vLLM's "Engine core initialization failed". An
+    engine already started is left alone: ``close`` shuts it down in order.
+    """
+    with _starting_lock:
+        if not _starting:
+            return
+        for engine_core in multiprocessing.active_children():
+            if engine_core.name.startswith("EngineCore") and engine_core.pid is not None:
+                _kill_tree(engine_core.pid)
+
+
+def _kill_tree(pid: int) -> None:
+    import psutil  # a dependency of vLLM
+
+    gone = (psutil.NoSuchProcess, psutil.AccessDenied)
+    # Stopped first, top down: a stopped process starts no more children and
+    # prints nothing (the engine core would log its worker's death as an error).
+    stopped, todo = [], [pid]
+    while todo:
+        with suppress(*gone):
+            proc = psutil.Process(todo.pop())
+            proc.suspend()
+            stopped.append(proc)
+            todo.extend(child.pid for child in proc.children())
+
+    for proc in stopped:
+        with suppress(*gone):
+            proc.kill()
 
 
 def cuda_available() -> bool:
@@ -68,7 +158,8 @@ class VLLMEngine:
             seed=0,
         )
         self.max_model_len = max_model_len
-        self.engine = AsyncLLM.from_engine_args(args)
+        with _starting_without_sigint():
+            self.engine = AsyncLLM.from_engine_args(args)
         self.tokenizer = self.engine.get_tokenizer()
 
     def _encode(self, messages: list[dict[str, str]]) -> list[int]:

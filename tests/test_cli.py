@@ -1,8 +1,10 @@
 """`python -m voice.run` as a user runs it: bad input is one line and exit 2;
-the main job writes the reply, the event log and the transcript."""
+the main job writes the reply, the event log and the transcript; Ctrl+C while
+the engines load is one line and exit 130."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -155,3 +157,45 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def session_processes(sid: int) -> list[str]:
+    """``pid args`` of every process left in the session ``sid``."""
+    ps = subprocess.run(["ps", "-s", str(sid), "-o", "pid=,args="], capture_output=True, text=True)
+    return [line.strip() for line in ps.stdout.splitlines()]
+
+
+@pytest.mark.engines
+def test_ctrl_c_while_the_engines_load_is_one_line_and_130_and_leaves_no_process(tmp_path):
+    """Ctrl+C as a terminal sends it, to the whole process group, while vLLM's engine core starts
+    (before, its traceback and its worker's ran to a hundred lines)."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"}  # as a user runs it
+    stderr = tmp_path / "stderr"
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "voice.run", "--replay", str(FIXTURES / "cmu_arctic_us_aew_a0003.wav"),
+             "--out", str(tmp_path / "out"), "--fast"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not [p for p in session_processes(proc.pid)[1:] if "resource_tracker" not in p]:
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()[-2000:]
+            time.sleep(0.2)
+        time.sleep(2)  # the engine core is importing vLLM
+        before = stderr.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(120) == 130, stderr.read_text()[-2000:]
+        said = stderr.read_text()
+        assert said[len(before) :].splitlines() == ["voice.run: interrupted while loading the engines"], said
+        assert "Traceback" not in said
+        deadline = time.monotonic() + 10
+        while session_processes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert session_processes(proc.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)

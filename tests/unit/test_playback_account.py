@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from transport.playback import PlaybackAccount, ReportError
 from transport.client_device import ClientDevice
+from transport.playback import PlaybackAccount, ReportError
 from voice.core.audio import ASR_BLOCK, BLOCK_S
 from voice.shell.device import Played
 

@@ -35,7 +35,7 @@ from voice.core.endpointing import EndpointConfig
 from voice.core.events import AsrFinal, Backchannel, BargeIn, Error, Event, PlaybackResumed, Truncate, TtsChunk
 from voice.core.turns import BargeInPolicy
 from voice.shell.clock import Clock, MonotonicClock, VirtualClock
-from voice.shell.engines import EngineConfig, Engines, load_engines
+from voice.shell.engines import EngineConfig, Engines, LoadInterrupted, start_engines
 from voice.shell.models import MissingModelError
 from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
@@ -201,8 +201,8 @@ class Runtime:
             print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
         t0 = time.monotonic()
         print("loading engines ...", file=sys.stderr, flush=True)
-        try:
-            self.engines = await asyncio.to_thread(load_engines, self.engine_cfg)
+        try:  # Ctrl+C here stops the engine processes still starting (LoadInterrupted)
+            self.engines = await start_engines(self.engine_cfg)
         except BaseException:
             await self.aclose()
             raise
@@ -462,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
     except UsageError as e:
         return fail(str(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if isinstance(e, LoadInterrupted):  # the engine processes are stopped
+            print("voice.run: interrupted while loading the engines", file=sys.stderr)
         return 130
 
 

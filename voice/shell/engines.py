@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,30 +102,101 @@ def make_llm(cfg: EngineConfig) -> LLM:
     )
 
 
-def load_engines(cfg: EngineConfig) -> Engines:
-    """Load every engine once (seconds to a minute: see the README)."""
+class LoadInterrupted(KeyboardInterrupt):
+    """Ctrl+C while the engines were loading; what had started is stopped.
+
+    A KeyboardInterrupt, so a caller that treats Ctrl+C as exit code 130 needs
+    nothing more, and can tell this one apart to say so in one line.
+    """
+
+
+def load_engines(cfg: EngineConfig, cancelled: threading.Event | None = None) -> Engines:
+    """Load every engine once (seconds to a minute: see the README).
+
+    Blocking. ``cancelled`` is looked at between engines: once set, the engines
+    loaded so far are closed and LoadInterrupted is raised; so are they when
+    loading one fails.
+    """
     cfg.check_models()
     times: dict[str, float] = {}
+    llm: LLM | None = None
+
+    def go_on() -> None:
+        if cancelled is not None and cancelled.is_set():
+            raise LoadInterrupted
 
     def timed(name: str, fn):
+        go_on()
         t0 = time.monotonic()
         value = fn()
         times[name] = round(time.monotonic() - t0, 2)
         return value
 
-    llm = timed("llm", lambda: make_llm(cfg))
-    vad = timed("vad", lambda: load_session(models.vad_model_path()))
-    asr_final = timed(
-        "asr_final",
-        lambda: WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device, pad_s=cfg.asr_window_pad_s),
-    )
-    asr_partial = None
-    if cfg.partial_model:
-        asr_partial = timed(
-            "asr_partial",
-            lambda: WhisperRecognizer(
-                models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
-            ),
+    try:
+        llm = timed("llm", lambda: make_llm(cfg))
+        vad = timed("vad", lambda: load_session(models.vad_model_path()))
+        asr_final = timed(
+            "asr_final",
+            lambda: WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device, pad_s=cfg.asr_window_pad_s),
         )
-    tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
+        asr_partial = None
+        if cfg.partial_model:
+            asr_partial = timed(
+                "asr_partial",
+                lambda: WhisperRecognizer(
+                    models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
+                ),
+            )
+        tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
+        go_on()
+    except BaseException:
+        if llm is not None:  # the embedded engine's processes would outlive us
+            asyncio.run(llm.close())
+        raise
     return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times)
+
+
+async def start_engines(cfg: EngineConfig) -> Engines:
+    """``load_engines`` in a thread of its own, for the event loop; cancellable.
+
+    On Ctrl+C asyncio.run cancels the main task. Cancelled while loading, this
+    kills the engine processes still starting (vLLM cannot abort a start: see
+    llm/vllm_engine.py), waits for the loading thread to give up, so that no
+    process starts after it returns, and raises LoadInterrupted. The wait is
+    at most the seconds the thread needs to start vLLM's processes, if they
+    were not started yet (its imports), or to finish the engine it loads and
+    close the embedded one in order, if it had started. A second Ctrl+C
+    meanwhile ends it at once (KeyboardInterrupt).
+    """
+    loop = asyncio.get_running_loop()
+    loaded: asyncio.Future[Engines] = loop.create_future()
+    cancelled = threading.Event()
+
+    def settle(result: Engines | None, error: BaseException | None) -> None:
+        if error is None:
+            loaded.set_result(result)
+        else:
+            loaded.set_exception(error)
+
+    def load() -> None:
+        try:
+            result, error = load_engines(cfg, cancelled), None
+        except BaseException as e:
+            result, error = None, e
+        with suppress(RuntimeError):  # the loop is closed: a second Ctrl+C did not wait
+            loop.call_soon_threadsafe(settle, result, error)
+
+    # A daemon thread: a load given up on is never waited for at exit.
+    threading.Thread(target=load, name="load-engines", daemon=True).start()
+    try:
+        return await asyncio.shield(loaded)
+    except asyncio.CancelledError:
+        cancelled.set()
+        from llm.vllm_engine import kill_starting_engines
+
+        while not loaded.done():
+            kill_starting_engines()
+            await asyncio.wait({loaded}, timeout=0.2)
+        if loaded.exception() is None:  # it had just finished
+            await loaded.result().aclose()
+        raise LoadInterrupted from None
