@@ -15,10 +15,10 @@ import soxr
 
 from transport.playback import PlaybackAccount
 from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
-from voice.shell.device import Captured, Played
+from voice.shell.device import Captured, Played, UncontrolledSpeaker
 
 
-class ClientDevice:
+class ClientDevice(UncontrolledSpeaker):  # the client holds and drops its own buffer
     """A network client as the pipeline's device (``voice/shell/device.py``).
 
     Its microphone is the audio the client sends, fed to the session at real
@@ -85,13 +85,3 @@ class ClientDevice:
             return self.account.estimate(time.monotonic())
         out, self._reported = self._reported, []
         return out
-
-    # The client holds, resumes and drops its own buffer on the protocol's events.
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass

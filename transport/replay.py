@@ -20,7 +20,7 @@ import soxr
 
 from transport.echo_path import EchoPath
 from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
-from voice.shell.device import Captured, Played
+from voice.shell.device import Captured, Played, UncontrolledSpeaker
 from voice.shell.pump import Pump
 from voice.shell.session import Session
 
@@ -38,7 +38,7 @@ class ReplayResult:
 BlockSource = Callable[[int], np.ndarray | None]  # input block i (None: the input is over)
 
 
-class ReplayDevice:
+class ReplayDevice(UncontrolledSpeaker):  # its speaker plays each block as it is given
     """A recording as the microphone, a track as the speaker.
 
     The speaker takes one 20 ms block a tick and plays it at once: what it is
@@ -97,16 +97,6 @@ class ReplayDevice:
     def played(self) -> list[Played]:
         out, self._played = self._played, []
         return out
-
-    # The speaker plays each block as it is given: nothing is held to pause or drop.
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
 
 
 async def _run(session: Session, device: ReplayDevice, settle: bool, max_blocks: int) -> ReplayResult:

@@ -73,3 +73,17 @@ class AudioDevice(Protocol):
     def flush(self) -> None:
         """Drop what the speaker holds and play on (the reply was cut)."""
         ...
+
+
+class UncontrolledSpeaker:
+    """For a device whose speaker holds nothing the pipeline can hold or drop:
+    pause, resume and flush have nothing to do (the session's own queue stops)."""
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
