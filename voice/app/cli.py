@@ -169,8 +169,16 @@ class Runtime:
     the engines load, so that a wrong id is said before a minute of loading.
     """
 
-    def __init__(self, args: argparse.Namespace, engine_cfg: EngineConfig, store: bool, resume: bool) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        engine_cfg: EngineConfig,
+        store: bool,
+        resume: bool,
+        system_prompt: str | None = None,
+    ) -> None:
         self.args = args
+        self.system_prompt = system_prompt
         self.engine_cfg = engine_cfg
         self._want_store = store
         self._want_conversation = resume
@@ -189,7 +197,7 @@ class Runtime:
             self.conversations = Conversations(self.store)
         if self._want_conversation and self.conversations is not None:
             try:
-                self.opened = self.conversations.open(args.session, strict=True)
+                self.opened = self.conversations.open(args.session, self.system_prompt, strict=True)
             except SessionError as e:
                 await self.aclose()
                 raise UsageError(f"{e} (python -m voice.history list shows the stored ones)") from e
@@ -259,7 +267,7 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
 
     # Kept in the store only when asked (--db, --session); always in out/.
     stored = args.db is not None or args.session is not None
-    async with Runtime(args, engine_cfg, store=stored, resume=stored) as rt:
+    async with Runtime(args, engine_cfg, store=stored, resume=stored, system_prompt=session_cfg.system_prompt) as rt:
         assert rt.engines is not None
         loads = ", ".join(f"{k} {v:.1f} s" for k, v in rt.engines.load_times.items())
         print(f"ready in {rt.cold_s:.1f} s ({loads})", file=sys.stderr, flush=True)
@@ -363,7 +371,7 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     code = 0
     try:
         print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
-        async with Runtime(args, engine_cfg, store=True, resume=True) as rt:
+        async with Runtime(args, engine_cfg, store=True, resume=True, system_prompt=session_cfg.system_prompt) as rt:
             session = rt.session(MonotonicClock(), session_cfg, [view.event])
             if session.history.turns:
                 view.message(f"(resuming: {len(session.history.turns)} turns so far)")
