@@ -232,10 +232,13 @@ class Runtime:
     def session_id(self) -> str | None:
         return self.opened.session_id if self.opened is not None else None
 
-    def session(self, clock: Clock, config: SessionConfig, sinks: list[EventSink], lockstep: bool = False) -> Session:
-        """The run's one session, with the observers every mode has (metrics, --log-json) after ``sinks``."""
+    def session(
+        self, mode: str, clock: Clock, config: SessionConfig, sinks: list[EventSink], lockstep: bool = False
+    ) -> Session:
+        """The run's one session, with the observers every mode has (metrics, --log-json) after ``sinks``;
+        they know it by its stored id, else by the ``mode``."""
         assert self.engines is not None
-        name = self.session_id or "local"
+        name = self.session_id or mode
         sinks = list(sinks)
         if self.metrics is not None:
             sinks.append(self.metrics.sink(name))
@@ -274,7 +277,7 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
         args.out.mkdir(parents=True, exist_ok=True)
         log = EventLog(args.out / "events.jsonl", echo=sys.stdout)
         clock = VirtualClock() if args.fast else MonotonicClock()
-        session = rt.session(clock, session_cfg, [log], lockstep=args.fast)
+        session = rt.session("replay", clock, session_cfg, [log], lockstep=args.fast)
         try:
             echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
             result = await replay(session, audio, settle=args.fast, echo=echo)
@@ -372,7 +375,7 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     try:
         print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
         async with Runtime(args, engine_cfg, store=True, resume=True, system_prompt=session_cfg.system_prompt) as rt:
-            session = rt.session(MonotonicClock(), session_cfg, [view.event])
+            session = rt.session("local", MonotonicClock(), session_cfg, [view.event])
             if session.history.turns:
                 view.message(f"(resuming: {len(session.history.turns)} turns so far)")
             device = SoundCardDevice(card, on_first_audio=lambda: view.message("listening — speak; Ctrl+C to end"))
