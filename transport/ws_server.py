@@ -160,33 +160,81 @@ class VoiceServer:
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
+        host = self._one_header(request, "Host")
+        if host is None or not self._host_allowed(host):
+            return connection.respond(403, "this host name is not served here\n")
         if url.path in ("/ws", "/v1/realtime"):
-            return self._check_access(connection, request, url.query)
+            return self._check_access(connection, request, url.query, host)
         if url.path == "/health":
             return connection.respond(200, "ok\n")
         return self._static(connection, url.path)
 
-    def _check_access(self, connection: ServerConnection, request: Request, query: str) -> Response | None:
+    @staticmethod
+    def _one_header(request: Request, name: str) -> str | None:
+        """The header's value; None when it is missing or repeated (which no honest client sends)."""
+        values = request.headers.get_all(name)
+        return values[0] if len(values) == 1 else None
+
+    def _host_allowed(self, host: str) -> bool:
+        """Bound to loopback, only a loopback name at this port may be asked for.
+
+        DNS rebinding: a web page whose own name is made to resolve to
+        127.0.0.1 reaches this server from the person's browser, with its own
+        name in ``Host`` (and in ``Origin``). Off loopback the token guards.
+        """
+        if not is_loopback(self.config.host):
+            return True
+        try:
+            parts = urlsplit("//" + host)
+            name, port = parts.hostname, parts.port or 80
+        except ValueError:
+            return False
+        return name is not None and is_loopback(name) and port == self.port
+
+    def _check_access(self, connection: ServerConnection, request: Request, query: str, host: str) -> Response | None:
         cfg = self.config
-        if cfg.token:
-            given = parse_qs(query).get("token", [""])[0]
-            auth = request.headers.get("Authorization", "")
-            if auth.lower().startswith("bearer "):
-                given = given or auth[7:].strip()
-            if not hmac.compare_digest(given.encode(), cfg.token.encode()):
-                return connection.respond(401, "a valid token is required (Authorization: Bearer, or ?token=)\n")
-        origin = request.headers.get("Origin")
-        if origin is not None and not self._origin_allowed(origin, request.headers.get("Host", "")):
-            return connection.respond(403, f"origin {origin} is not allowed\n")
+        if cfg.token and not self._token_given(request, query, cfg.token):
+            return connection.respond(401, "a valid token is required (Authorization: Bearer, or ?token=)\n")
+        origins = request.headers.get_all("Origin")
+        if len(origins) > 1 or (origins and not self._origin_allowed(origins[0], host)):
+            return connection.respond(403, "this origin is not allowed\n")
         if len(self.connections) >= cfg.max_sessions:
             return connection.respond(503, f"the server is at its limit of {cfg.max_sessions} sessions\n")
         return None
 
+    @classmethod
+    def _token_given(cls, request: Request, query: str, token: str) -> bool:
+        given = parse_qs(query).get("token", [""])[0]
+        if not given and request.headers.get_all("Authorization"):
+            auth = cls._one_header(request, "Authorization")
+            if auth is None or not auth.lower().startswith("bearer "):
+                return False
+            given = auth[7:].strip()
+        try:
+            return hmac.compare_digest(given.encode(), token.encode())
+        except UnicodeEncodeError:  # a header that is not text: not our token
+            return False
+
     def _origin_allowed(self, origin: str, host: str) -> bool:
+        """The server's own pages, and ``--allow-origin`` ones.
+
+        Bound to loopback, the own origin is a loopback name at the server's
+        port (never what the request's ``Host`` says: a rebinding page sets
+        both). Off loopback, where a token is required, it is the page served
+        under the name the client asked for.
+        """
         if origin in self.config.allow_origins:
             return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and parts.netloc == host  # the page this server served
+        try:
+            parts = urlsplit(origin)
+            name, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or name is None:
+            return False
+        if is_loopback(self.config.host):
+            return is_loopback(name) and port == self.port
+        return parts.netloc == host
 
     def _static(self, connection: ServerConnection, path: str) -> Response:
         name = "index.html" if path in ("", "/") else path.lstrip("/")
