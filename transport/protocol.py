@@ -126,6 +126,15 @@ def parse_json_object(text: str) -> dict[str, Any] | str:
         message = json.loads(text)
     except json.JSONDecodeError as e:
         return f"not JSON: {e.msg} at character {e.pos}"
+    except RecursionError:
+        return "not JSON this server reads: nested too deeply"
+    except ValueError:  # an integer over Python's 4,300 digits
+        return "not JSON this server reads: a number too long"
+    try:
+        # JSON may escape a lone surrogate (\ud800): no text this server sends or stores may hold one.
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "not JSON this server reads: a string holds a lone surrogate (\\ud800-\\udfff)"
     if not isinstance(message, dict):
         return "a message is a JSON object"
     if not isinstance(message.get("type"), str):

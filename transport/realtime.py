@@ -158,8 +158,13 @@ class RealtimeProtocol:
         if not isinstance(session, dict):
             return self.error("invalid_message", "session.update needs a 'session' object")
         audio = session.get("audio") or {}
+        if not isinstance(audio, dict):
+            return self.error("invalid_message", "'session.audio' is an object")
         for side in ("input", "output"):
-            fmt = (audio.get(side) or {}).get("format") if isinstance(audio, dict) else None
+            side_cfg = audio.get(side) or {}
+            if not isinstance(side_cfg, dict):
+                return self.error("invalid_message", f"'session.audio.{side}' is an object")
+            fmt = side_cfg.get("format")
             if fmt is not None and (
                 not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm" or fmt.get("rate", RATE) != RATE
             ):

@@ -188,9 +188,6 @@ def test_text_that_is_not_an_event_is_invalid_json(proto, text, message):
     assert sent(proto.receive_text(text)) == [err("invalid_json", message, 1)]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=RecursionError, reason="json.loads raises RecursionError, not JSONDecodeError: not caught"
-)
 def test_deeply_nested_json_is_invalid_json(proto):
     (error,) = sent(proto.receive_text("{" + '"a":{' * 100_000))
     assert error["error"]["code"] == "invalid_json"
@@ -352,7 +349,6 @@ def test_session_update_audio_null_changes_nothing(proto):
     ]
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="audio.input/output not an object: .get on a str")
 @pytest.mark.parametrize("side", ["input", "output"])
 def test_session_update_audio_side_that_is_not_an_object_is_invalid(proto, side):
     (error,) = sent(proto.receive_text(update(audio={side: "pcm16"})))
@@ -384,7 +380,6 @@ def test_session_update_output_modalities_stay_audio(proto, modalities):
     assert updated["session"]["output_modalities"] == ["audio"]
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="a lone surrogate is echoed into session.updated")
 def test_session_update_events_are_valid_utf8(proto):
     # JSON may escape a lone surrogate; a text frame must be UTF-8, so it cannot be echoed as it came.
     for action in proto.receive_text(update(instructions="Be brief \ud800.")):
