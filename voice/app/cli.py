@@ -152,13 +152,13 @@ class UsageError(Exception):
     """A problem the person can fix: said in one line, exit code 2."""
 
 
-def fail(message: str) -> int:
-    print(f"voice.run: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def _warn(message: str) -> None:
     print(f"voice.run: {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str) -> int:
+    _warn(message)
+    return EXIT_USAGE
 
 
 class Runtime:

@@ -50,7 +50,7 @@ from voice.core.turns import (
     TranscribeFinal,
 )
 from voice.shell.clock import Clock
-from voice.shell.device import AudioDevice
+from voice.shell.device import AudioDevice, UncontrolledSpeaker
 from voice.shell.engines import Engines
 
 log = logging.getLogger("voice.session")
@@ -119,7 +119,7 @@ class Session:
         self._aec = EchoCanceller() if echo_cancel else None
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
         self._playout = Playout(self.output_rate)
-        self._device: AudioDevice | None = None
+        self._device: AudioDevice | UncontrolledSpeaker = UncontrolledSpeaker()  # until the pump attaches one
         self._llm_tasks: dict[int, asyncio.Task] = {}
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
@@ -242,12 +242,10 @@ class Session:
                 self._spawn(self._check_interruption(cmd))
             elif isinstance(cmd, PausePlayback):
                 self._playout.pause()
-                if self._device is not None:
-                    self._device.pause()
+                self._device.pause()
             elif isinstance(cmd, ResumePlayback):
                 self._playout.resume()
-                if self._device is not None:
-                    self._device.resume()
+                self._device.resume()
             elif isinstance(cmd, CancelResponse):
                 self._cancel(cmd.response)
             elif isinstance(cmd, Synthesize):
@@ -270,8 +268,7 @@ class Session:
         self._cancelled.add(response)
         self._playout.clear()
         self._playout.resume()  # the next reply starts playing at once
-        if self._device is not None:
-            self._device.flush()
+        self._device.flush()
         task = self._llm_tasks.pop(response, None)
         if task is not None and not task.done():
             # The task's stream is closed on cancellation, which aborts the request in the engine.
