@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
+from transport.wire import Invalid, read_message
 from voice.core.events import (
     AsrFinal,
     AsrPartial,
@@ -120,26 +122,50 @@ def float_to_pcm16(audio: np.ndarray) -> bytes:
     return (np.clip(audio, -1.0, 32767 / 32768) * 32768.0).astype("<i2").tobytes()
 
 
-def parse_json_object(text: str) -> dict[str, Any] | str:
-    """The message, or why it is not one (a JSON object with a string ``type``)."""
-    try:
-        message = json.loads(text)
-    except json.JSONDecodeError as e:
-        return f"not JSON: {e.msg} at character {e.pos}"
-    except RecursionError:
-        return "not JSON this server reads: nested too deeply"
-    except ValueError:  # an integer over Python's 4,300 digits
-        return "not JSON this server reads: a number too long"
-    try:
-        # JSON may escape a lone surrogate (\ud800): no text this server sends or stores may hold one.
-        json.dumps(message, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return "not JSON this server reads: a string holds a lone surrogate (\\ud800-\\udfff)"
-    if not isinstance(message, dict):
-        return "a message is a JSON object"
-    if not isinstance(message.get("type"), str):
-        return "a message needs a string 'type'"
-    return message
+# -- client messages: the schema every text frame is read with (transport/wire.py) --
+
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # samples: 64-bit, as everywhere they are counted
+
+
+class HelloMessage(msgspec.Struct, frozen=True):
+    sample_rate: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31)]  # then one of SAMPLE_RATES
+    acks: bool = False
+    echo_cancel: bool = True
+    lead_ms: float | msgspec.UnsetType = msgspec.UNSET  # its range is the server's Limits
+    session: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+
+
+class PlayedMessage(msgspec.Struct, frozen=True):
+    samples: Count
+    dropped: Count = 0
+
+
+class CancelMessage(msgspec.Struct, frozen=True):
+    pass
+
+
+CLIENT_MESSAGES: dict[str, type[msgspec.Struct]] = {
+    "hello": HelloMessage,
+    "played": PlayedMessage,
+    "cancel": CancelMessage,
+}
+
+
+# What a client is told when a stage of its pipeline fails: the stage and what
+# it means for the conversation, never the exception (that is in the server's log).
+FAILURES: dict[str, str] = {
+    "asr_partial": "a partial transcript failed; the final one follows",
+    "asr_check": "checking speech over the reply failed; the final transcript decides",
+    "asr_early_final": "the early transcript failed; the one at the endpoint follows",
+    "asr_final": "the transcript of this utterance failed; it is not answered",
+    "llm": "the language model failed; the reply ends with what was said",
+    "tts": "speech synthesis failed; the reply ends with what was said",
+}
+
+
+def failure_text(where: str) -> str:
+    return f"{where}: {FAILURES.get(where, 'an internal error; the session goes on')}"
 
 
 # The pipeline's events a client is sent, under their public names, with the
@@ -178,19 +204,16 @@ class VoiceProtocol:
         return []
 
     def receive_text(self, text: str) -> list[Action]:
-        message = parse_json_object(text)
-        if isinstance(message, str):
-            return [send_json(error("invalid_json", message))]
-        kind = message["type"]
-        if kind == "hello":
+        message = read_message(text, CLIENT_MESSAGES)
+        if isinstance(message, Invalid):
+            return [send_json(error(message.code, message.message))]
+        if isinstance(message, HelloMessage):
             return self._hello(message)
-        if kind == "played":
-            return self._played(message)
-        if kind == "cancel":
-            if self.configured is None:
-                return [send_json(error("not_ready", "send 'hello' first"))]
-            return [CancelReply()]
-        return [send_json(error("unknown_type", f"unknown message type {kind[:40]!r}"))]
+        if self.configured is None:
+            return [send_json(error("not_ready", "send 'hello' first"))]
+        if isinstance(message, PlayedMessage):
+            return [PlayedReport(message.samples, message.dropped)]
+        return [CancelReply()]
 
     def receive_binary(self, data: bytes) -> list[Action]:
         if self.configured is None:
@@ -207,27 +230,18 @@ class VoiceProtocol:
             return []
         return [AudioIn(pcm16_to_float(data))]
 
-    def _hello(self, m: dict[str, Any]) -> list[Action]:
+    def _hello(self, m: HelloMessage) -> list[Action]:
         if self.configured is not None:
             return [send_json(error("not_ready", "the session is already started; 'hello' comes once"))]
-        rate = m.get("sample_rate")
-        if not isinstance(rate, int) or isinstance(rate, bool):
-            return [send_json(error("invalid_message", "'hello' needs an integer 'sample_rate'"))]
-        if rate not in SAMPLE_RATES:
+        if m.sample_rate not in SAMPLE_RATES:
             rates = ", ".join(map(str, SAMPLE_RATES))
-            return [send_json(error("unsupported_rate", f"sample_rate {rate} is not supported; use one of {rates}"))]
-        acks = m.get("acks", False)
-        echo_cancel = m.get("echo_cancel", True)
-        lead_ms = m.get("lead_ms", round(self.limits.lead_s * 1000))
-        if not isinstance(acks, bool) or not isinstance(echo_cancel, bool):
-            return [send_json(error("invalid_message", "'acks' and 'echo_cancel' are true or false"))]
+            said = f"sample_rate {m.sample_rate} is not supported; use one of {rates}"
+            return [send_json(error("unsupported_rate", said))]
         lo, hi = round(self.limits.min_lead_s * 1000), round(self.limits.max_lead_s * 1000)
-        if not isinstance(lead_ms, int | float) or isinstance(lead_ms, bool) or not lo <= lead_ms <= hi:
+        lead_ms = m.lead_ms if m.lead_ms is not msgspec.UNSET else round(self.limits.lead_s * 1000)
+        if not lo <= lead_ms <= hi:
             return [send_json(error("invalid_message", f"'lead_ms' is a number from {lo} to {hi}"))]
-        resume = m.get("session")
-        if resume is not None and (not isinstance(resume, str) or not 0 < len(resume) <= 64):
-            return [send_json(error("invalid_message", "'session' is the id of a stored conversation"))]
-        self.configured = Configure(rate, acks, lead_ms / 1000, echo_cancel, resume=resume)
+        self.configured = Configure(m.sample_rate, m.acks, lead_ms / 1000, m.echo_cancel, resume=m.session)
         return [self.configured]
 
     def ready(self, session_id: str, history: list[dict[str, Any]]) -> list[Send]:
@@ -247,20 +261,12 @@ class VoiceProtocol:
         }
         return [send_json(ready)]
 
-    def _played(self, m: dict[str, Any]) -> list[Action]:
-        if self.configured is None:
-            return [send_json(error("not_ready", "send 'hello' first"))]
-        played, dropped = m.get("samples"), m.get("dropped", 0)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (played, dropped)):
-            return [send_json(error("invalid_message", "'played' needs integer totals 'samples' (and 'dropped') >= 0"))]
-        return [PlayedReport(played, dropped)]
-
     # -- server -> client -------------------------------------------------
 
     def event(self, event: Event) -> list[Send]:
         """A pipeline event as the messages the client is sent (none for internal ones)."""
         if isinstance(event, Error):
-            message = error("pipeline", f"{event.where}: {event.message}", t=event.t)
+            message = error("pipeline", failure_text(event.where), t=event.t)
             message["where"] = event.where
             return [send_json(message)]
         public = PUBLIC_EVENTS.get(type(event))

@@ -12,11 +12,11 @@ supported is listed in ``docs/protocol.md``.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 import soxr
 
@@ -28,11 +28,12 @@ from transport.protocol import (
     Limits,
     Send,
     TruncateReply,
+    failure_text,
     float_to_pcm16,
-    parse_json_object,
     pcm16_to_float,
     send_json,
 )
+from transport.wire import MAX_QUOTE, Invalid, quote, read_message
 from voice.core.events import (
     AsrFinal,
     AsrPartial,
@@ -49,6 +50,126 @@ from voice.core.events import (
 
 RATE = 24000  # the Realtime API's audio/pcm
 FORMAT = {"type": "audio/pcm", "rate": RATE}
+MAX_INSTRUCTIONS = 4000  # characters: about 1,000 tokens of the embedded model's 2,048-token context
+
+# -- client events: the schema every text frame is read with (transport/wire.py) --
+# The documented fields of each event, with their types; fields not listed are
+# ignored. Which values are supported is checked after, in the handlers.
+
+Id = Annotated[str, msgspec.Meta(max_length=64)]
+Name = Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class ClientEvent(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: Id | None = None
+
+
+class AudioFormat(msgspec.Struct, frozen=True):
+    type: Name
+    rate: int | None = None
+
+
+class TurnDetection(msgspec.Struct, frozen=True):
+    type: Name
+    create_response: bool = True
+    interrupt_response: bool = True
+    # Tuning, accepted and ignored: the server's VAD is tuned for this pipeline.
+    threshold: float | None = None
+    prefix_padding_ms: int | None = None
+    silence_duration_ms: int | None = None
+    idle_timeout_ms: int | None = None
+    eagerness: Name | None = None
+
+
+class Transcription(msgspec.Struct, frozen=True):  # accepted and ignored: Whisper transcribes
+    model: Name | None = None
+    language: Name | None = None
+    prompt: Annotated[str, msgspec.Meta(max_length=MAX_INSTRUCTIONS)] | None = None
+
+
+class NoiseReduction(msgspec.Struct, frozen=True):  # accepted and ignored
+    type: Name
+
+
+class InputAudio(msgspec.Struct, frozen=True):
+    format: AudioFormat | None = None
+    transcription: Transcription | None = None
+    noise_reduction: NoiseReduction | None = None
+    turn_detection: TurnDetection | msgspec.UnsetType | None = msgspec.UNSET  # null: manual turns
+
+
+class OutputAudio(msgspec.Struct, frozen=True):
+    format: AudioFormat | None = None
+    voice: Name | None = None  # accepted and ignored: one piper voice
+    speed: float | None = None  # accepted and ignored
+
+
+class SessionAudio(msgspec.Struct, frozen=True):
+    input: InputAudio | None = None
+    output: OutputAudio | None = None
+
+
+class SessionConfig(msgspec.Struct, frozen=True):
+    type: Name | None = None
+    model: Name | None = None
+    instructions: Annotated[str, msgspec.Meta(max_length=MAX_INSTRUCTIONS)] | None = None
+    output_modalities: Annotated[list[Name], msgspec.Meta(max_length=4)] | None = None
+    audio: SessionAudio | None = None
+    tools: Annotated[list[dict[str, Any]], msgspec.Meta(max_length=128)] | None = None
+    # Accepted and ignored.
+    tool_choice: Name | dict[str, Any] | None = None
+    max_output_tokens: int | Name | None = None
+    tracing: Name | dict[str, Any] | None = None
+    truncation: Name | dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
+    include: list[Name] | None = None
+
+
+class SessionUpdate(ClientEvent, frozen=True):
+    session: SessionConfig
+
+
+class AudioAppend(ClientEvent, frozen=True):
+    audio: bytes  # base64, decoded by the schema
+
+
+class AudioCommit(ClientEvent, frozen=True):
+    pass
+
+
+class AudioClear(ClientEvent, frozen=True):
+    pass
+
+
+class ResponseCancel(ClientEvent, frozen=True):
+    response_id: Id | None = None
+
+
+class ResponseCreate(ClientEvent, frozen=True):
+    response: dict[str, Any] | None = None  # accepted and ignored: replies start at each endpoint
+
+
+class ItemTruncate(ClientEvent, frozen=True):
+    item_id: Id
+    audio_end_ms: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)]  # a day: beyond any reply
+    content_index: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ItemCreate(ClientEvent, frozen=True):  # known, and answered: text input is not supported
+    item: dict[str, Any] | None = None
+    previous_item_id: Id | None = None
+
+
+CLIENT_EVENTS: dict[str, type[ClientEvent]] = {
+    "session.update": SessionUpdate,
+    "input_audio_buffer.append": AudioAppend,
+    "input_audio_buffer.commit": AudioCommit,
+    "input_audio_buffer.clear": AudioClear,
+    "response.cancel": ResponseCancel,
+    "response.create": ResponseCreate,
+    "conversation.item.truncate": ItemTruncate,
+    "conversation.item.create": ItemCreate,
+}
 
 
 @dataclass
@@ -60,6 +181,10 @@ class _Reply:
     transcript: str = ""  # the chunks' texts sent so far
     cancel_reason: str = "turn_detected"  # response.done's status_details, should it be cut
     by_truncate: bool = False  # cut by the client's own conversation.item.truncate
+
+
+def _first_words(text: str) -> str:
+    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE] + "…"
 
 
 class RealtimeProtocol:
@@ -87,9 +212,21 @@ class RealtimeProtocol:
         body = {"type": kind, "event_id": f"event_{self._events}", **fields}
         return send_json(body)
 
-    def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
+    def error(
+        self,
+        code: str,
+        message: str,
+        fatal: bool = False,
+        t: float | None = None,
+        param: str | None = None,
+        event_id: str | None = None,
+    ) -> list[Send]:
+        """An ``error`` event in OpenAI's shape; ``event_id``: the client event it answers."""
         kind = "server_error" if code in ("pipeline", "internal") else "invalid_request_error"
-        return [self._event("error", error={"type": kind, "code": code, "message": message, "param": None})]
+        body: dict[str, Any] = {"type": kind, "code": code, "message": message, "param": param}
+        if event_id is not None:
+            body["event_id"] = event_id
+        return [self._event("error", error=body)]
 
     def _session(self) -> dict[str, Any]:
         return {
@@ -98,7 +235,8 @@ class RealtimeProtocol:
             "id": f"sess_{self.session_id}",
             "model": "voice-pipeline",
             "output_modalities": ["audio"],
-            "instructions": self.instructions or "",
+            # Not echoed whole: a client's text is not sent back to it (issue 14); it knows what it sent.
+            "instructions": _first_words(self.instructions or ""),
             "audio": {
                 "input": {
                     "format": FORMAT,
@@ -134,72 +272,73 @@ class RealtimeProtocol:
         return self.error("invalid_request", "the Realtime API sends JSON text frames, not binary ones")
 
     def receive_text(self, text: str) -> list[Action]:
-        message = parse_json_object(text)
-        if isinstance(message, str):
-            return self.error("invalid_json", message)
-        kind = message["type"]
-        handler = {
-            "session.update": self._session_update,
-            "input_audio_buffer.append": self._append,
-            "input_audio_buffer.commit": self._commit,
-            "input_audio_buffer.clear": lambda m: [self._event("input_audio_buffer.cleared")],
-            "response.cancel": lambda m: [CancelReply()],
-            "response.create": lambda m: [],  # replies start on their own at each endpoint
-            "conversation.item.truncate": self._truncate,
-        }.get(kind)
-        if handler is None:
-            if kind == "conversation.item.create":
-                return self.error("unsupported", "only spoken input is supported (input_audio_buffer.append)")
-            return self.error("unknown_type", f"unknown or unsupported event type {kind[:60]!r}")
-        return handler(message)
+        event = read_message(text, CLIENT_EVENTS)
+        if isinstance(event, Invalid):
+            return self.error(event.code, event.message, param=event.param, event_id=event.event_id)
+        match event:
+            case SessionUpdate():
+                return self._session_update(event)
+            case AudioAppend():
+                if len(event.audio) % 2:
+                    said = f"PCM16 audio has an even length, not {len(event.audio)} bytes"
+                    return self._refuse(event, "odd_length", said, "audio")
+                return [AudioIn(pcm16_to_float(event.audio))] if event.audio else []
+            case AudioCommit():
+                return [self._event("input_audio_buffer.committed", item_id=self._last_item, previous_item_id=None)]
+            case AudioClear():
+                return [self._event("input_audio_buffer.cleared")]
+            case ResponseCancel():
+                return [CancelReply()]
+            case ResponseCreate():
+                return []  # replies start on their own at each endpoint
+            case ItemTruncate():
+                return self._truncate(event)
+        return self._refuse(event, "unsupported", "only spoken input is supported (input_audio_buffer.append)")
 
-    def _session_update(self, m: dict[str, Any]) -> list[Action]:
-        session = m.get("session")
-        if not isinstance(session, dict):
-            return self.error("invalid_message", "session.update needs a 'session' object")
-        audio = session.get("audio") or {}
-        if not isinstance(audio, dict):
-            return self.error("invalid_message", "'session.audio' is an object")
-        for side in ("input", "output"):
-            side_cfg = audio.get(side) or {}
-            if not isinstance(side_cfg, dict):
-                return self.error("invalid_message", f"'session.audio.{side}' is an object")
-            fmt = side_cfg.get("format")
-            if fmt is not None and (
-                not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm" or fmt.get("rate", RATE) != RATE
-            ):
-                return self.error("unsupported_rate", f"{side} audio is audio/pcm at {RATE} Hz only, not {fmt}")
-        instructions = session.get("instructions")
-        if instructions is not None and not isinstance(instructions, str):
-            return self.error("invalid_message", "'instructions' is a string")
-        if instructions is not None:
-            self.instructions = instructions
-        configure = Configure(RATE, acks=False, lead_s=self.limits.lead_s, instructions=instructions)
+    def _refuse(self, event: ClientEvent, code: str, message: str, param: str | None = None) -> list[Action]:
+        return self.error(code, message, param=param, event_id=event.event_id)
+
+    def _session_update(self, m: SessionUpdate) -> list[Action]:
+        """What this server can do with the session asked for; an update it cannot honour changes nothing."""
+        session = m.session
+        if session.type not in (None, "realtime"):
+            said = f"session type {quote(session.type)}: only 'realtime'"
+            return self._refuse(m, "unsupported", said, "session.type")
+        if session.output_modalities is not None and session.output_modalities != ["audio"]:
+            said = "output_modalities is ['audio']: replies are spoken"
+            return self._refuse(m, "unsupported", said, "session.output_modalities")
+        if session.tools:
+            return self._refuse(m, "unsupported", "function calls are not supported", "session.tools")
+        audio = session.audio or SessionAudio()
+        for side, cfg in (("input", audio.input), ("output", audio.output)):
+            fmt = cfg.format if cfg is not None else None
+            if fmt is not None and (fmt.type != "audio/pcm" or fmt.rate not in (None, RATE)):
+                said = f"{quote(fmt.type)} at {fmt.rate} Hz" if fmt.rate is not None else quote(fmt.type)
+                said = f"{side} audio is audio/pcm at {RATE} Hz only, not {said}"
+                return self._refuse(m, "unsupported_rate", said, f"session.audio.{side}.format")
+        turns = audio.input.turn_detection if audio.input is not None else msgspec.UNSET
+        if turns is None:
+            said = "turn_detection null (manual turns) is not supported"
+            return self._refuse(m, "unsupported", said, "session.audio.input.turn_detection")
+        if isinstance(turns, TurnDetection) and (
+            turns.type != "server_vad" or not turns.create_response or not turns.interrupt_response
+        ):
+            return self._refuse(
+                m,
+                "unsupported",
+                "turn detection is server_vad, with create_response and interrupt_response true",
+                "session.audio.input.turn_detection",
+            )
+        if session.instructions is not None:
+            self.instructions = session.instructions
+        configure = Configure(RATE, acks=False, lead_s=self.limits.lead_s, instructions=session.instructions)
         return [configure, self._event("session.updated", session=self._session())]
 
-    def _append(self, m: dict[str, Any]) -> list[Action]:
-        audio = m.get("audio")
-        if not isinstance(audio, str):
-            return self.error("invalid_message", "input_audio_buffer.append needs base64 'audio'")
-        try:
-            data = base64.b64decode(audio, validate=True)
-        except (binascii.Error, ValueError):
-            return self.error("invalid_message", "'audio' is not valid base64")
-        if len(data) % 2:
-            return self.error("odd_length", f"PCM16 audio has an even length, not {len(data)} bytes")
-        return [AudioIn(pcm16_to_float(data))] if data else []
-
-    def _commit(self, m: dict[str, Any]) -> list[Action]:
-        return [self._event("input_audio_buffer.committed", item_id=self._last_item, previous_item_id=None)]
-
-    def _truncate(self, m: dict[str, Any]) -> list[Action]:
-        item_id, end = m.get("item_id"), m.get("audio_end_ms")
-        if not isinstance(end, int) or isinstance(end, bool) or end < 0:
-            return self.error("invalid_message", "'audio_end_ms' is an integer >= 0")
+    def _truncate(self, m: ItemTruncate) -> list[Action]:
         for response, r in self._responses.items():
-            if r.item_id == item_id:
-                return [TruncateReply(response, end)]
-        return self.error("item_truncate_invalid_item_id", f"no assistant item {str(item_id)[:60]!r}")
+            if r.item_id == m.item_id:
+                return [TruncateReply(response, m.audio_end_ms)]
+        return self._refuse(m, "item_truncate_invalid_item_id", f"no assistant item {quote(m.item_id)}", "item_id")
 
     def truncated(self, request: TruncateReply, text: str | None) -> list[Send]:
         r = self._responses.get(request.response)
@@ -219,6 +358,8 @@ class RealtimeProtocol:
             return []
         if self._to_24k is not None:
             samples = self._to_24k.resample_chunk(samples)
+            if not len(samples):  # the resampler kept this chunk back: nothing to send yet
+                return []
         delta = base64.b64encode(float_to_pcm16(samples)).decode()
         return [self._event("response.output_audio.delta", **self._where(r), delta=delta)]
 
@@ -232,7 +373,7 @@ class RealtimeProtocol:
         return handler(self, event) if handler is not None else []
 
     def _on_error(self, e: Error) -> list[Send]:
-        return self.error("pipeline", f"{e.where}: {e.message}")
+        return self.error("pipeline", failure_text(e.where))
 
     def _on_speech_start(self, e: SpeechStart) -> list[Send]:
         item = f"item_u{e.utterance}_{self.session_id[:8]}"

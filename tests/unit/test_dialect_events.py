@@ -157,7 +157,9 @@ def ws() -> VoiceProtocol:
         ),
         (
             Error(1.5, where="tts", message="boom"),
-            '{"type":"error","code":"pipeline","message":"tts: boom","fatal":false,"t":1.5,"where":"tts"}',
+            '{"type":"error","code":"pipeline",'
+            '"message":"tts: speech synthesis failed; the reply ends with what was said",'
+            '"fatal":false,"t":1.5,"where":"tts"}',
         ),
     ],
     ids=lambda v: v.type if isinstance(v, Event) else "",
@@ -379,7 +381,12 @@ def test_rt_a_pipeline_error_is_a_server_error(rt):
     assert m == {
         "type": "error",
         "event_id": "event_1",
-        "error": {"type": "server_error", "code": "pipeline", "message": "llm: LLMError: gone", "param": None},
+        "error": {
+            "type": "server_error",
+            "code": "pipeline",
+            "message": "llm: the language model failed; the reply ends with what was said",
+            "param": None,
+        },
     }
 
 

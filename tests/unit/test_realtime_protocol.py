@@ -55,8 +55,8 @@ def sent(actions, ids=True):
     return out
 
 
-def err(code, message, n, kind="invalid_request_error"):
-    error = {"type": kind, "code": code, "message": message, "param": None}
+def err(code, message, n, kind="invalid_request_error", param=None):
+    error = {"type": kind, "code": code, "message": message, "param": param}
     return {"type": "error", "event_id": f"event_{n}", "error": error}
 
 
@@ -83,6 +83,8 @@ def audio_in(actions) -> np.ndarray:
 
 
 def delta_samples(actions) -> np.ndarray:
+    if not actions:  # the resampler kept the chunk back
+        return np.zeros(0, dtype="<i2")
     (event,) = sent(actions)
     assert event["type"] == "response.output_audio.delta"
     return np.frombuffer(base64.b64decode(event["delta"]), dtype="<i2")
@@ -174,13 +176,16 @@ def test_binary_frame_is_refused(proto):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "not JSON: Expecting value at character 0"),
-        ("session.update", "not JSON: Expecting value at character 0"),
-        ('{"type": "response.cancel"', "not JSON: Expecting ',' delimiter at character 26"),
-        ('["response.cancel"]', "a message is a JSON object"),
-        ("null", "a message is a JSON object"),
-        ('{"event_id": "e1"}', "a message needs a string 'type'"),
-        ('{"type": 7}', "a message needs a string 'type'"),
+        ("", "not JSON: it ends too early, or a string holds a lone surrogate (\\ud800-\\udfff)"),
+        ("session.update", "not JSON: JSON is malformed: invalid character (byte 0)"),
+        (
+            '{"type": "response.cancel"',
+            "not JSON: it ends too early, or a string holds a lone surrogate (\\ud800-\\udfff)",
+        ),
+        ('["response.cancel"]', "a message is a JSON object with a string 'type'"),
+        ("null", "a message is a JSON object with a string 'type'"),
+        ('{"event_id": "e1"}', "a message is a JSON object with a string 'type'"),
+        ('{"type": 7}', "a message is a JSON object with a string 'type'"),
     ],
     ids=["empty", "word", "truncated", "array", "null", "no-type", "type-number"],
 )
@@ -197,13 +202,19 @@ def test_deeply_nested_json_is_invalid_json(proto):
     "kind", ["response.function_call_arguments.done", "output_audio_buffer.clear", "session.updat", "hello"]
 )
 def test_unknown_event_type(proto, kind):
-    message = f"unknown or unsupported event type {kind!r}"
-    assert sent(proto.receive_text(json.dumps({"type": kind}))) == [err("unknown_type", message, 1)]
+    message = f'unknown message type "{kind}"'
+    assert sent(proto.receive_text(json.dumps({"type": kind}))) == [err("unknown_type", message, 1, param="type")]
 
 
 def test_unknown_event_type_is_quoted_in_at_most_60_characters(proto):
-    message = f"unknown or unsupported event type {'x' * 60!r}"
-    assert sent(proto.receive_text(json.dumps({"type": "x" * 61}))) == [err("unknown_type", message, 1)]
+    message = f'unknown message type "{"x" * 60}"…'
+    assert sent(proto.receive_text(json.dumps({"type": "x" * 61}))) == [err("unknown_type", message, 1, param="type")]
+
+
+def test_an_error_names_the_client_event_it_answers(proto):
+    (error,) = sent(proto.receive_text('{"type": "response.nope", "event_id": "client_7"}'))
+    assert error["error"]["event_id"] == "client_7"
+    assert error["event_id"] == "event_1"  # the error's own id, as for every server event
 
 
 def test_text_input_items_are_unsupported(proto):
@@ -275,10 +286,33 @@ def test_session_update_with_empty_instructions_clears_them(proto):
 
 @pytest.mark.parametrize("instructions", [7, ["Be brief."], {"text": "Be brief."}, True])
 def test_session_update_instructions_are_a_string(proto, instructions):
-    assert sent(proto.receive_text(update(instructions=instructions))) == [
-        err("invalid_message", "'instructions' is a string", 1)
-    ]
+    (error,) = sent(proto.receive_text(update(instructions=instructions)))
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["param"] == "session.instructions"
+    assert error["error"]["message"].startswith("session.update: Expected str")
     assert proto.instructions is None
+
+
+def test_session_update_instructions_have_a_size_limit(proto):
+    assert proto.receive_text(update(instructions="x" * 4000))[0] == Configure(
+        24000, acks=False, lead_s=0.12, instructions="x" * 4000
+    )
+    assert sent(proto.receive_text(update(instructions="x" * 4001)), ids=False) == [
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "code": "invalid_message",
+                "message": "session.update: Expected str of length <= 4000 (at session.instructions)",
+                "param": "session.instructions",
+            },
+        }
+    ]
+
+
+def test_session_updated_does_not_echo_long_instructions_whole(proto):
+    (_, updated) = sent(proto.receive_text(update(instructions="Be brief. " * 100)))
+    assert updated["session"]["instructions"] == ("Be brief. " * 6)[:60] + "…"
 
 
 @pytest.mark.parametrize(
@@ -292,7 +326,10 @@ def test_session_update_instructions_are_a_string(proto, instructions):
     ids=["missing", "null", "string", "list"],
 )
 def test_session_update_needs_a_session_object(proto, text):
-    assert sent(proto.receive_text(text)) == [err("invalid_message", "session.update needs a 'session' object", 1)]
+    (error,) = sent(proto.receive_text(text))
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["message"].startswith("session.update: ")
+    assert "session" in error["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -316,23 +353,41 @@ def test_session_update_accepts_pcm_at_24k(proto, audio):
 
 
 @pytest.mark.parametrize(
-    ("side", "fmt"),
+    ("side", "fmt", "said"),
     [
-        ("input", {"type": "audio/pcm", "rate": 16000}),
-        ("input", {"type": "audio/pcm", "rate": "24000"}),
-        ("input", {"type": "audio/pcmu"}),
-        ("input", {"type": "audio/pcma"}),
-        ("input", {"rate": 24000}),
-        ("output", {"type": "audio/pcm", "rate": 48000}),
-        ("output", {"type": "audio/pcmu"}),
-        ("input", "pcm16"),
-        ("output", ["audio/pcm"]),
+        ("input", {"type": "audio/pcm", "rate": 16000}, '"audio/pcm" at 16000 Hz'),
+        ("input", {"type": "audio/pcmu"}, '"audio/pcmu"'),
+        ("input", {"type": "audio/pcma"}, '"audio/pcma"'),
+        ("output", {"type": "audio/pcm", "rate": 48000}, '"audio/pcm" at 48000 Hz'),
+        ("output", {"type": "audio/pcmu"}, '"audio/pcmu"'),
     ],
-    ids=["input-16k", "input-rate-string", "pcmu", "pcma", "no-type", "output-48k", "output-pcmu", "string", "list"],
+    ids=["input-16k", "pcmu", "pcma", "output-48k", "output-pcmu"],
 )
-def test_session_update_refuses_other_audio_formats(proto, side, fmt):
-    message = f"{side} audio is audio/pcm at 24000 Hz only, not {fmt}"
-    assert sent(proto.receive_text(update(audio={side: {"format": fmt}}))) == [err("unsupported_rate", message, 1)]
+def test_session_update_refuses_other_audio_formats(proto, side, fmt, said):
+    message = f"{side} audio is audio/pcm at 24000 Hz only, not {said}"
+    assert sent(proto.receive_text(update(audio={side: {"format": fmt}}))) == [
+        err("unsupported_rate", message, 1, param=f"session.audio.{side}.format")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("side", "fmt", "what"),
+    [
+        (
+            "input",
+            {"type": "audio/pcm", "rate": "24000"},
+            "Expected int | null, got str (at session.audio.input.format.rate)",
+        ),
+        ("input", {"rate": 24000}, "Object missing required field type (at session.audio.input.format)"),
+        ("input", "pcm16", "Expected object | null, got str (at session.audio.input.format)"),
+        ("output", ["audio/pcm"], "Expected object | null, got array (at session.audio.output.format)"),
+    ],
+    ids=["input-rate-string", "no-type", "string", "list"],
+)
+def test_session_update_audio_formats_of_the_wrong_shape_are_invalid(proto, side, fmt, what):
+    (error,) = sent(proto.receive_text(update(audio={side: {"format": fmt}})), ids=False)
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["message"] == f"session.update: {what}"
 
 
 def test_session_update_with_a_refused_format_changes_nothing(proto):
@@ -353,31 +408,81 @@ def test_session_update_audio_null_changes_nothing(proto):
 def test_session_update_audio_side_that_is_not_an_object_is_invalid(proto, side):
     (error,) = sent(proto.receive_text(update(audio={side: "pcm16"})))
     assert error["type"] == "error"
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["param"] == f"session.audio.{side}"
+
+
+def test_session_update_tuning_of_the_servers_vad_is_accepted(proto):
+    # docs/protocol.md: turn detection is always the server's VAD, tuned for this pipeline.
+    turns = {"type": "server_vad", "threshold": 0.7, "silence_duration_ms": 800, "prefix_padding_ms": 200}
+    assert sent(proto.receive_text(update(audio={"input": {"turn_detection": turns}})), ids=False) == [
+        Configure(24000, acks=False, lead_s=0.12),
+        {"type": "session.updated", "session": SESSION},
+    ]
 
 
 @pytest.mark.parametrize(
     "turn_detection",
     [
         None,
-        {"type": "server_vad", "threshold": 0.7, "silence_duration_ms": 800, "prefix_padding_ms": 200},
         {"type": "semantic_vad", "eagerness": "low"},
         {"type": "server_vad", "create_response": False, "interrupt_response": False},
+        {"type": "server_vad", "interrupt_response": False},
     ],
-    ids=["null", "server_vad-fields", "semantic_vad", "no-response"],
+    ids=["null", "semantic_vad", "no-response", "no-interruptions"],
 )
-def test_session_update_turn_detection_stays_the_servers_vad(proto, turn_detection):
-    # docs/protocol.md: turn detection is always the server's VAD; the answer says so.
-    text = update(audio={"input": {"turn_detection": turn_detection}})
-    assert sent(proto.receive_text(text), ids=False) == [
-        Configure(24000, acks=False, lead_s=0.12),
-        {"type": "session.updated", "session": SESSION},
+def test_session_update_other_turn_detection_is_unsupported(proto, turn_detection):
+    text = update(instructions="Be brief.", audio={"input": {"turn_detection": turn_detection}})
+    (error,) = sent(proto.receive_text(text), ids=False)
+    assert error["error"]["code"] == "unsupported"
+    assert error["error"]["param"] == "session.audio.input.turn_detection"
+    assert proto.instructions is None  # the update is refused whole
+
+
+def test_session_update_output_modalities_audio(proto):
+    (_, updated) = sent(proto.receive_text(update(output_modalities=["audio"])))
+    assert updated["session"]["output_modalities"] == ["audio"]
+
+
+@pytest.mark.parametrize("modalities", [["text"], ["audio", "text"], []])
+def test_session_update_other_output_modalities_are_unsupported(proto, modalities):
+    assert sent(proto.receive_text(update(output_modalities=modalities))) == [
+        err("unsupported", "output_modalities is ['audio']: replies are spoken", 1, param="session.output_modalities")
     ]
 
 
-@pytest.mark.parametrize("modalities", [["audio"], ["text"], ["audio", "text"]])
-def test_session_update_output_modalities_stay_audio(proto, modalities):
-    (_, updated) = sent(proto.receive_text(update(output_modalities=modalities)))
-    assert updated["session"]["output_modalities"] == ["audio"]
+def test_session_update_tools_are_unsupported(proto):
+    tools = [{"type": "function", "name": "get_time", "parameters": {"type": "object"}}]
+    (error,) = sent(proto.receive_text(update(tools=tools)), ids=False)
+    assert error["error"]["code"] == "unsupported"
+    assert error["error"]["param"] == "session.tools"
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"model": 7}, "session.model"),
+        ({"output_modalities": "audio"}, "session.output_modalities"),
+        ({"max_output_tokens": 1.5}, "session.max_output_tokens"),
+        ({"audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": "high"}}}},
+         "session.audio.input.turn_detection.threshold"),
+        ({"audio": {"input": {"turn_detection": {"type": "server_vad", "create_response": "yes"}}}},
+         "session.audio.input.turn_detection.create_response"),
+        ({"audio": {"input": {"transcription": {"model": ["whisper"]}}}}, "session.audio.input.transcription.model"),
+        ({"audio": {"input": {"noise_reduction": {"type": 1}}}}, "session.audio.input.noise_reduction.type"),
+        ({"audio": {"output": {"voice": {"name": "alloy"}}}}, "session.audio.output.voice"),
+        ({"audio": {"output": {"speed": "fast"}}}, "session.audio.output.speed"),
+        ({"tools": {"type": "function"}}, "session.tools"),
+        ({"include": "item.input_audio_transcription.logprobs"}, "session.include"),
+    ],
+    ids=["model", "modalities", "max-tokens", "threshold", "create-response", "transcription", "noise", "voice",
+         "speed", "tools", "include"],
+)  # fmt: skip
+def test_session_update_documented_fields_of_the_wrong_type_are_invalid(proto, fields, param):
+    (error,) = sent(proto.receive_text(update(instructions="Be brief.", **fields)), ids=False)
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["param"] == param
+    assert proto.instructions is None
 
 
 def test_session_update_events_are_valid_utf8(proto):
@@ -413,7 +518,7 @@ def test_append_of_nothing_is_ignored(proto):
 @pytest.mark.parametrize("n", [1, 3, 961])
 def test_append_of_odd_length_is_dropped(proto, n):
     message = f"PCM16 audio has an even length, not {n} bytes"
-    assert sent(proto.receive_text(append(bytes(n)))) == [err("odd_length", message, 1)]
+    assert sent(proto.receive_text(append(bytes(n)))) == [err("odd_length", message, 1, param="audio")]
 
 
 @pytest.mark.parametrize(
@@ -423,18 +528,22 @@ def test_append_of_odd_length_is_dropped(proto, n):
 )
 def test_append_of_bad_base64_is_dropped(proto, audio):
     text = json.dumps({"type": "input_audio_buffer.append", "audio": audio})
-    assert sent(proto.receive_text(text)) == [err("invalid_message", "'audio' is not valid base64", 1)]
+    message = "input_audio_buffer.append: Invalid base64 encoded string (at audio)"
+    assert sent(proto.receive_text(text)) == [err("invalid_message", message, 1, param="audio")]
 
 
-@pytest.mark.parametrize("audio", [None, 7, ["AAAA"], {"data": "AAAA"}], ids=["null", "number", "list", "object"])
-def test_append_needs_base64_audio(proto, audio):
+@pytest.mark.parametrize(
+    ("audio", "got"), [(None, "null"), (7, "int"), (["AAAA"], "array"), ({"data": "AAAA"}, "object")],
+    ids=["null", "number", "list", "object"],
+)  # fmt: skip
+def test_append_needs_base64_audio(proto, audio, got):
     text = json.dumps({"type": "input_audio_buffer.append", "audio": audio})
-    message = "input_audio_buffer.append needs base64 'audio'"
-    assert sent(proto.receive_text(text)) == [err("invalid_message", message, 1)]
+    message = f"input_audio_buffer.append: Expected base64 str, got {got} (at audio)"
+    assert sent(proto.receive_text(text)) == [err("invalid_message", message, 1, param="audio")]
 
 
 def test_append_without_audio_is_invalid(proto):
-    message = "input_audio_buffer.append needs base64 'audio'"
+    message = "input_audio_buffer.append: Object missing required field audio"
     assert sent(proto.receive_text('{"type": "input_audio_buffer.append"}')) == [err("invalid_message", message, 1)]
 
 
@@ -464,18 +573,8 @@ def test_truncate_finds_the_item_among_several(proto):
     assert proto.receive_text(text) == [TruncateReply(response=2, audio_end_ms=0)]
 
 
-@pytest.mark.parametrize(
-    ("item_id", "quoted"),
-    [
-        ("item_a9_01234567", "'item_a9_01234567'"),
-        ("item_u3_01234567", "'item_u3_01234567'"),
-        (None, "'None'"),
-        (3, "'3'"),
-        ("x" * 100, repr("x" * 60)),
-    ],
-    ids=["unknown", "user-item", "null", "number", "long"],
-)
-def test_truncate_of_an_item_that_is_not_a_reply(proto, item_id, quoted):
+@pytest.mark.parametrize("item_id", ["item_a9_01234567", "item_u3_01234567"], ids=["unknown", "user-item"])
+def test_truncate_of_an_item_that_is_not_a_reply(proto, item_id):
     open_response(proto, 3)
     text = json.dumps({"type": "conversation.item.truncate", "item_id": item_id, "audio_end_ms": 500})
     assert sent(proto.receive_text(text), ids=False) == [
@@ -484,11 +583,24 @@ def test_truncate_of_an_item_that_is_not_a_reply(proto, item_id, quoted):
             "error": {
                 "type": "invalid_request_error",
                 "code": "item_truncate_invalid_item_id",
-                "message": f"no assistant item {quoted}",
-                "param": None,
+                "message": f'no assistant item "{item_id}"',
+                "param": "item_id",
             },
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("item_id", "what"),
+    [(None, "Expected str, got null"), (3, "Expected str, got int"), ("x" * 100, "Expected str of length <= 64")],
+    ids=["null", "number", "long"],
+)
+def test_truncate_needs_an_item_id(proto, item_id, what):
+    open_response(proto, 3)
+    text = json.dumps({"type": "conversation.item.truncate", "item_id": item_id, "audio_end_ms": 500})
+    (error,) = sent(proto.receive_text(text), ids=False)
+    assert error["error"]["message"] == f"conversation.item.truncate: {what} (at item_id)"
+    assert "x" * 61 not in json.dumps(error)
 
 
 def test_truncate_of_an_item_forgotten_after_16_newer_replies(proto):
@@ -510,19 +622,20 @@ def test_truncate_of_an_item_forgotten_after_16_newer_replies(proto):
         {"audio_end_ms": 1500.0},
         {"audio_end_ms": "1500"},
         {"audio_end_ms": True},
+        {"audio_end_ms": 10**400},
+        {"audio_end_ms": 2**63},
+        {"audio_end_ms": 86_400_001},
     ],
-    ids=["missing", "null", "negative", "float", "string", "bool"],
+    ids=["missing", "null", "negative", "float", "string", "bool", "400-digits", "int64", "over-a-day"],
 )
 def test_truncate_needs_audio_end_ms(proto, fields):
     open_response(proto, 3)
     text = json.dumps({"type": "conversation.item.truncate", "item_id": item(3), **fields})
     (error,) = sent(proto.receive_text(text), ids=False)
-    assert error["error"] == {
-        "type": "invalid_request_error",
-        "code": "invalid_message",
-        "message": "'audio_end_ms' is an integer >= 0",
-        "param": None,
-    }
+    assert error["error"]["type"] == "invalid_request_error"
+    assert error["error"]["code"] == "invalid_message"
+    assert error["error"]["message"].startswith("conversation.item.truncate: ")
+    assert "audio_end_ms" in error["error"]["message"]
 
 
 def test_truncated_answers_with_the_item_cut(proto):
@@ -609,7 +722,6 @@ def test_audio_at_another_rate_is_resampled_to_24k(rate):
     assert abs(level) < 0.1
 
 
-@pytest.mark.xfail(strict=True, reason="a resampler's chunk can be empty, and its empty delta is still sent")
 def test_audio_sends_no_empty_deltas():
     proto = RealtimeProtocol(SID, output_rate=16000)
     open_response(proto, 1)
