@@ -19,12 +19,14 @@ core only takes note of a signal until the model is loaded).
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -161,6 +163,10 @@ class VLLMEngine:
         with _starting_without_sigint():
             self.engine = AsyncLLM.from_engine_args(args)
         self.tokenizer = self.engine.get_tokenizer()
+        # The chat template and the tokenizer run off the event loop, where every
+        # session's audio runs: a long prompt takes a while to tokenize. One
+        # thread: a tokenizer is not to be used by two threads at once.
+        self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
 
     def _encode(self, messages: list[dict[str, str]]) -> list[int]:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -189,10 +195,10 @@ class VLLMEngine:
         rid = request_id or uuid.uuid4().hex
         finished = False
         tokens = 0  # generated since the last delta given out
+        loop = asyncio.get_running_loop()
         try:
-            async for out in self.engine.generate(
-                TokensPrompt(prompt_token_ids=self.prompt_ids(messages)), params, rid
-            ):
+            prompt = await loop.run_in_executor(self._tokenizing, self.prompt_ids, messages)
+            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, rid):
                 text = out.outputs[0].text if out.outputs else ""
                 tokens += len(out.outputs[0].token_ids) if out.outputs else 0
                 if text or (out.finished and tokens):  # the last tokens may hold no text (EOS)
@@ -212,6 +218,7 @@ class VLLMEngine:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.shutdown()
+            self._tokenizing.shutdown(wait=False)
             # Let vLLM's __del__ run now, while the modules it calls still exist.
             del engine
             import gc

@@ -20,6 +20,7 @@ import hmac
 import ipaddress
 import logging
 import mimetypes
+import sys
 import time
 import uuid
 from collections import deque
@@ -33,7 +34,7 @@ import numpy as np
 import soxr
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidMessage
 from websockets.http11 import Request, Response
 
 from transport.client_device import ClientDevice
@@ -58,8 +59,55 @@ from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
 
 log = logging.getLogger("voice.server")
+handshake_log = logging.getLogger("voice.server.http")
 
 WEB_ROOT = Path(__file__).parent / "web"
+
+
+class _OneLineHandshakeLog(logging.LoggerAdapter):
+    """websockets' log of each connection, with a failed handshake said in one line.
+
+    A malformed, abandoned or refused HTTP request comes from the network,
+    not from a fault of the server: websockets logs each as an ERROR with a
+    chain of three tracebacks, which lets any client flood the log. Here it
+    is one INFO line with the causes' names; everything else passes as it is.
+    """
+
+    def log(self, level: int, msg: object, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
+        if msg == "opening handshake failed" and exc_info:
+            error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+            self.logger.info("handshake failed: %s", _causes(error))
+            return
+        self.logger.log(level, msg, *args, exc_info=exc_info, **kwargs)
+
+
+def _causes(error: BaseException | None) -> str:
+    """An exception and what caused it, in one line, each cut and escaped (a client's bytes may be in them)."""
+    said = []
+    while error is not None and len(said) < 4:
+        said.append(f"{type(error).__name__}: {str(error)[:100]!r}")
+        error = error.__cause__ or error.__context__
+    return " <- ".join(said)
+
+
+class _HttpConnection(ServerConnection):
+    """Answers a request that is not HTTP with 400 before the connection is closed (websockets only closes it)."""
+
+    def send_data(self) -> None:
+        exc = self.protocol.handshake_exc
+        if (
+            isinstance(exc, InvalidMessage)
+            and self.request is None
+            and not isinstance(exc.__cause__, EOFError)  # the client left mid-request: no one to answer
+            and not getattr(self, "_answered", False)
+        ):
+            self._answered = True
+            body = b"not a valid HTTP request\n"
+            self.transport.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        super().send_data()
 
 
 def is_loopback(host: str) -> bool:
@@ -143,6 +191,8 @@ class VoiceServer:
             compression=None,  # PCM does not deflate; the CPU has better things to do
             ping_interval=20,
             ping_timeout=20,
+            logger=_OneLineHandshakeLog(handshake_log),
+            create_connection=_HttpConnection,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("serving on http://%s:%d", cfg.host, self.port)
@@ -238,8 +288,12 @@ class VoiceServer:
 
     def _static(self, connection: ServerConnection, path: str) -> Response:
         name = "index.html" if path in ("", "/") else path.lstrip("/")
-        file = (WEB_ROOT / name).resolve()
-        if WEB_ROOT.resolve() not in file.parents or not file.is_file():
+        try:
+            file = (WEB_ROOT / name).resolve()
+            found = len(name) <= 255 and WEB_ROOT.resolve() in file.parents and file.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            found = False
+        if not found:
             return connection.respond(404, "not found\n")
         body = file.read_bytes()
         kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
@@ -304,6 +358,7 @@ class Connection:
         self.clock = MonotonicClock()
         self.events: list[Event] = []  # every pipeline event of this session
         self.close_code: int | None = None
+        self.failures = 0  # client messages whose handling raised (logged once)
         self._to_16k: soxr.ResampleStream | None = None
         self._last_rx = time.monotonic()
         self._last_too_fast = -1.0
@@ -323,17 +378,24 @@ class Connection:
             await self._apply(self.dialect.start())
             async for message in self.ws:
                 self._last_rx = time.monotonic()
-                if isinstance(message, str):
-                    actions = self.dialect.receive_text(message)
-                else:
-                    actions = self.dialect.receive_binary(message)
-                await self._apply(actions)
+                try:
+                    if isinstance(message, str):
+                        actions = self.dialect.receive_text(message)
+                    else:
+                        actions = self.dialect.receive_binary(message)
+                    await self._apply(actions)
+                except ConnectionClosed:
+                    raise
+                except Exception:  # a bug, not the client's fault: said once, and the session goes on
+                    self._message_failed()
                 if self._closing:
                     break
         except ConnectionClosed:
             pass  # the client went away: its session ends here, finalized turns kept
         finally:
             self.close_code = self.ws.close_code
+            if self.failures > 1:
+                log.warning("session %s: %d client messages could not be handled", self.id, self.failures)
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:
@@ -343,6 +405,12 @@ class Connection:
                 await self.session.aclose()
             if self.recorder is not None:  # the last turns are committed before the session counts as closed
                 await asyncio.to_thread(self.recorder.flush)
+
+    def _message_failed(self) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            log.exception("session %s: a client message could not be handled; the session goes on", self.id)
+        self._send_error("internal", "this message could not be handled; the session goes on")
 
     # -- carrying out the protocol's actions ------------------------------------
 

@@ -81,3 +81,49 @@ async def test_repeated_or_odd_headers_are_refused_never_a_server_error(guarded)
     assert await status(port, "/ws", host + host) == 403  # two Host headers
     origin = f"Origin: http://127.0.0.1:{port}\r\n"
     assert await status(port, "/ws?token=s3cret", host + origin + origin) == 403
+
+
+async def raw(port: int, request: bytes, leave: bool = False) -> bytes:
+    """What the server answers to ``request`` (``leave``: and the client's end closed), read until it closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    if leave:
+        writer.write_eof()
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "path", ["/%00", "/index.html%00.png", "/\x00", "/" + "a" * 8000, "/" + "a/" * 3000, "/../../etc/passwd"]
+)
+async def test_odd_paths_are_not_found_never_a_server_error(server, path):
+    assert await status(server.port, path, f"Host: 127.0.0.1:{server.port}\r\n") == 404
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nHost\r\n\r\n",
+     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" * 4 + b"\r\n\r\n",
+     b"GET / HTTP/1.1\r\n" + b"X: " + b"y" * 9000 + b"\r\n\r\n"],
+    ids=["not-http", "header-without-colon", "tls-hello", "header-too-long"],
+)  # fmt: skip
+async def test_a_request_that_is_not_http_is_a_400_logged_in_one_line(server, request_bytes, caplog):
+    caplog.set_level("INFO")
+    answer = await raw(server.port, request_bytes)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:80]
+    await asyncio.sleep(0.05)
+    said = [r for r in caplog.records if r.name.startswith(("voice.server", "websockets"))]
+    assert [r.levelname for r in said] == ["INFO"], [r.getMessage() for r in said]
+    assert said[0].getMessage().startswith("handshake failed: InvalidMessage") and not said[0].exc_info
+    assert "\n" not in said[0].getMessage()
+
+
+async def test_an_abandoned_request_is_not_answered_and_logged_in_one_line(server, caplog):
+    caplog.set_level("INFO")
+    assert await raw(server.port, b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n", leave=True) == b""  # half a request
+    await asyncio.sleep(0.05)
+    said = [r for r in caplog.records if r.name.startswith(("voice.server", "websockets"))]
+    assert [(r.levelname, bool(r.exc_info)) for r in said] == [("INFO", False)]
