@@ -194,7 +194,9 @@ class RealtimeProtocol:
         self, session_id: str, output_rate: int, limits: Limits | None = None, resume: str | None = None
     ) -> None:
         self.session_id = session_id
-        self.resume = resume  # ?session=ID in the URL: a stored conversation to go on with
+        # ?session=ID in the URL: a stored conversation to go on with (an id is at most 64 characters).
+        self._bad_resume = resume is not None and not 0 < len(resume) <= 64
+        self.resume = None if self._bad_resume else resume
         self.limits = limits or Limits()
         self.instructions: str | None = None
         self._events = 0
@@ -266,6 +268,9 @@ class RealtimeProtocol:
             out.append(self._event("conversation.item.done", previous_item_id=previous, item=item))
             previous = item_id
         self._last_item = previous
+        if self._bad_resume:
+            said = "'session' in the URL is the id of a stored conversation: a new one is started"
+            out += self.error("unknown_session", said, param="session")
         return out
 
     def receive_binary(self, data: bytes) -> list[Action]:

@@ -118,6 +118,15 @@ def test_start_resumes_the_conversation_in_the_url():
     assert proto.start() == [Configure(24000, acks=False, lead_s=0.12, resume="9f2c41d0")]
 
 
+@pytest.mark.parametrize("resume", ["", "x" * 65, "x" * 8000])
+def test_start_with_a_session_that_is_not_an_id_starts_a_new_conversation_and_says_so(resume):
+    proto = RealtimeProtocol(SID, 24000, resume=resume)
+    assert proto.start() == [Configure(24000, acks=False, lead_s=0.12, resume=None)]
+    created, error = sent(proto.ready(SID, []))
+    assert created["type"] == "session.created"
+    assert error["error"]["code"] == "unknown_session" and "x" not in error["error"]["message"]
+
+
 def test_start_takes_the_lead_from_the_limits():
     assert RealtimeProtocol(SID, 24000, Limits(lead_s=0.3)).start() == [Configure(24000, acks=False, lead_s=0.3)]
 
