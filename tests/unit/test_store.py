@@ -795,7 +795,7 @@ def test_the_conversation_persists_turns_when_they_are_final_never_before(store)
     assert recorder.error is None
 
 
-# -- storage on first use: a session is written with its first turn -----------------------------
+# -- storage on first use: a session is written with its first turn, and pruned with none ------
 
 
 def _sessions(db: Path) -> list[tuple[str, int]]:
@@ -807,6 +807,15 @@ def _sessions(db: Path) -> list[tuple[str, int]]:
         ).fetchall()
     finally:
         conn.close()
+
+
+def _age(db: Path, session_id: str, seconds: float) -> None:
+    """Make the session look created, and last written, ``seconds`` ago."""
+    conn = sqlite3.connect(db)
+    t = time.time() - seconds
+    with conn:
+        conn.execute("UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", (t, t, session_id))
+    conn.close()
 
 
 def test_a_new_session_is_written_with_its_first_turn_in_one_transaction_never_before(db):
@@ -896,4 +905,73 @@ def test_resuming_an_id_that_never_spoke_is_unknown(db):
     assert recorder.flush()
     again = conversations.open(sid)
     assert again.session_id == sid and again.notices == [] and [t.text for t in again.history.turns] == ["now I speak"]
+    store.close()
+
+
+def test_prune_removes_the_sessions_with_no_turns_untouched_for_a_while(db):
+    store = ConversationStore.open(db)
+    for sid in ("old-empty-1", "old-empty-2", "fresh-empty", "old-spoken", "emptied-now"):
+        store.create_session(sid)
+    store.add_turn("old-spoken", user())
+    store.add_turn("emptied-now", user())
+    for sid in ("old-empty-1", "old-empty-2", "old-spoken", "emptied-now"):
+        _age(db, sid, 3600)
+    store.delete_turn("emptied-now", 1)  # its last write is now
+    dry = store.prune(600, dry_run=True)
+    assert [r.id for r in dry] == ["old-empty-1", "old-empty-2"] and all(r.turns == 0 for r in dry)
+    assert len(_sessions(db)) == 5  # a dry run removes nothing
+    assert [r.id for r in store.prune(600)] == ["old-empty-1", "old-empty-2"]
+    assert [s for s, _ in _sessions(db)] == ["emptied-now", "fresh-empty", "old-spoken"]
+    assert store.prune(600) == []
+    assert [r.id for r in store.prune(0)] == ["emptied-now", "fresh-empty"]  # no grace at all
+    assert _sessions(db) == [("old-spoken", 1)]  # a session with a turn stays, however old
+    store.close()
+
+
+def test_prune_soon_runs_on_the_writer_thread(db, caplog):
+    store = ConversationStore.open(db)
+    store.create_session("old")
+    _age(db, "old", 3600)
+    seen = _trace(store)
+    caller = threading.current_thread().name
+    with caplog.at_level("INFO", logger="voice.app.store"):
+        store.prune_soon()
+        assert store.flush()
+    assert _sessions(db) == []
+    assert seen and {name for name, _ in seen} == {store._writer.name} != {caller}
+    assert "pruned 1 sessions with no turns" in caplog.text
+    store.close()
+
+
+def test_prune_beside_live_conversations_never_removes_one(db):
+    """The most eager prune (no grace), over and over, from another
+    connection, while conversations get their first turns: every one of them
+    keeps its session and every turn, with no error."""
+    store = ConversationStore.open(db, timeout=30)
+    pruner = ConversationStore.open(db, timeout=30)
+    stop = threading.Event()
+    pruned: list[str] = []
+
+    def prune() -> None:
+        while not stop.is_set():
+            pruned.extend(r.id for r in pruner.prune(0))
+
+    thread = threading.Thread(target=prune)
+    thread.start()
+    try:
+        conversations = [open_history(store, None) for _ in range(40)]
+        for k in range(3):
+            for _, history, _ in conversations:
+                history.add(user(f"turn {k}") if k % 2 == 0 else reply(f"turn {k}"))
+            time.sleep(0.01)
+        for _, _, recorder in conversations:
+            assert recorder.flush() and recorder.error is None and recorder.stored
+    finally:
+        stop.set()
+        thread.join(60)
+    assert pruned == []
+    assert sorted(_sessions(db)) == sorted((sid, 3) for sid, _, _ in conversations)
+    for sid, history, _ in conversations:
+        assert store.turns(sid) == history.turns
+    pruner.close()
     store.close()

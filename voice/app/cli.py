@@ -360,10 +360,12 @@ def open_store(args: argparse.Namespace):
 
     path = args.db or default_db_path()
     try:
-        return ConversationStore.open(path)
+        store = ConversationStore.open(path)
     except StoreError as e:
         _warn(f"{e}; this conversation is kept in memory only")
         return None
+    store.prune_soon()  # sessions with no turns, left by earlier versions (python -m voice.history prune)
+    return store
 
 
 async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:

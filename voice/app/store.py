@@ -14,6 +14,8 @@ sessions). The id a client is told at once is the one the row gets; until
 then it is unknown to the store, so resuming it starts a new conversation. As
 the conversation never takes back a person's turn (only a reply not heard)
 and a reply always follows one, every session written this way keeps a turn.
+A session with none, from before this, is pruned (:meth:`ConversationStore.prune`,
+``python -m voice.history prune``, and at each start of ``voice.run``).
 
 Off the event loop. :class:`TurnRecorder` never touches SQLite on the
 caller's thread: when the history tells it of a turn, it stamps the
@@ -85,6 +87,11 @@ from voice.core.history import History, Turn
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # 2: turns.finalized_at
+
+# A session with no turns is pruned once it has been left untouched this long (seconds). Sessions
+# are written with their first turn, so none open now is empty; the margin is for one that a
+# server of an earlier version (which wrote the session at connect) holds open beside this one.
+PRUNE_AFTER_S = 600.0
 
 # One statement each (comments may hold semicolons).
 _SCHEMA = (
@@ -617,6 +624,44 @@ class ConversationStore:
             self._require(conn, session_id)
             conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def prune(self, older_than: float = PRUNE_AFTER_S, *, dry_run: bool = False) -> list[SessionRecord]:
+        """Delete the sessions with no turns untouched for ``older_than`` seconds; returns them, oldest first.
+
+        Such a session is one written at connect by an earlier version, whose
+        client never spoke (this version writes a session with its first
+        turn, in one transaction). The age is counted from the session's last
+        write (``updated_at``, which a turn written or removed moves), so a
+        session whose turns went moments ago is kept. The check and the
+        deletion are one transaction: a turn committed before it keeps its
+        session, and one after it finds its session gone (the recorder says
+        so and keeps it in memory). ``dry_run``: delete nothing, only say.
+        """
+        empty = " WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = {s}.id) AND {s}.updated_at < ?"
+        select = _SESSION_QUERY + empty.format(s="s") + " ORDER BY s.created_at, s.id"
+        if dry_run:
+            with self._read() as conn:
+                rows = conn.execute(select, (time.time() - older_than,)).fetchall()
+            return [_session_record(r) for r in rows]
+        with self._write() as conn:
+            cutoff = time.time() - older_than  # the lock is ours: nothing is written meanwhile
+            rows = conn.execute(select, (cutoff,)).fetchall()
+            conn.execute("DELETE FROM sessions" + empty.format(s="sessions"), (cutoff,))
+        return [_session_record(r) for r in rows]
+
+    def prune_soon(self, older_than: float = PRUNE_AFTER_S) -> None:
+        """:meth:`prune` on the writer thread (at start: not on the caller's, nor the event loop's); logged."""
+
+        def job() -> None:
+            try:
+                pruned = self.prune(older_than)
+            except StoreError as e:
+                log.warning("sessions with no turns were not pruned: %s", e)
+                return
+            if pruned:
+                log.info("pruned %d sessions with no turns from %s", len(pruned), self.path)
+
+        self.submit(job)
 
     # -- turns ----------------------------------------------------------------
 
