@@ -2,15 +2,17 @@
 store's API: list, show, export as JSON and Markdown, each turn with its
 wall-clock time beside its span on the session's timeline; a database of
 schema version 1 still reads; an unknown id, a missing or corrupt database are
-one line and exit code 2."""
+one line and exit code 2; prune removes the sessions with no turns."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +191,86 @@ def test_corrupt_database(tmp_path):
     bad.write_bytes(b"this is not a database" * 200)
     for args in (["list"], ["show", SID], ["export", SID, "--format", "json"]):
         assert_one_line_error(history(*args, "--db", str(bad)), "corrupt", str(bad))
+
+
+def _age(db: Path, *ids: str, seconds: float = 3600) -> None:
+    """Make the sessions look created, and last written, ``seconds`` ago."""
+    conn = sqlite3.connect(db)
+    t = time.time() - seconds
+    with conn:
+        conn.executemany("UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", [(t, t, i) for i in ids])
+    conn.close()
+
+
+def _ids(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    ids = [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY id")]
+    conn.close()
+    return ids
+
+
+@pytest.fixture
+def littered(db) -> Path:
+    """The conversation, a session with no turns made moments ago, and 3 made an hour ago (as
+    earlier versions left one for every connection that never spoke)."""
+    with ConversationStore.open(db) as s:
+        for i in range(3):
+            s.create_session(f"empty{i}")
+    _age(db, SID, "empty0", "empty1", "empty2")
+    return db
+
+
+def test_prune_dry_run_lists_and_removes_nothing(littered):
+    proc = history("prune", "--dry-run", "--db", str(littered))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:-1]] == ["empty0", "empty1", "empty2"]
+    assert lines[-1] == (
+        f"would remove 3 sessions with no turns, untouched for 10m, from {littered} (dry run: nothing removed)"
+    )
+    assert _ids(littered) == sorted([SID, OTHER, "empty0", "empty1", "empty2"])
+
+
+def test_prune_removes_the_sessions_with_no_turns(littered):
+    proc = history("--db", str(littered), "prune")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"removed 3 sessions with no turns, untouched for 10m, from {littered}\n"
+    # The conversation stays, however old; so does the empty one made moments ago (it may be open now).
+    assert _ids(littered) == sorted([SID, OTHER])
+    assert history("prune", "--db", str(littered)).stdout.startswith("removed 0 sessions")
+    proc = history("prune", "--older-than", "0", "--db", str(littered))
+    assert proc.stdout.startswith("removed 1 session with no turns, untouched for 0s,")
+    assert _ids(littered) == [SID]
+    assert " 4 " in history("list", "--db", str(littered)).stdout
+
+
+def test_prune_older_than(littered):
+    _age(littered, "empty0", seconds=3 * 86400)
+    assert history("prune", "--older-than", "2d", "--db", str(littered)).stdout.startswith("removed 1 session ")
+    assert (
+        history("prune", "--older-than", "90", "--dry-run", "--db", str(littered))
+        .stdout.splitlines()[-1]
+        .startswith("would remove 2 sessions with no turns, untouched for 90s,")
+    )
+    for bad in ("soon", "-1m", "m"):
+        proc = history("prune", f"--older-than={bad}", "--db", str(littered))
+        assert proc.returncode == 2 and "not a duration" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_prune_a_missing_or_corrupt_database(tmp_path):
+    missing = tmp_path / "nope.db"
+    assert_one_line_error(history("prune", "--db", str(missing)), "no conversation database at", str(missing))
+    assert not missing.exists()
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not a database" * 200)
+    assert_one_line_error(history("prune", "--db", str(bad)), "corrupt", str(bad))
+
+
+def test_voice_run_prunes_the_same_way_when_it_opens_the_store(littered, caplog):
+    from voice.app.cli import open_store
+
+    with caplog.at_level("INFO", logger="voice.app.store"):
+        store = open_store(argparse.Namespace(db=littered))
+        store.close()  # waits for the writer thread, which pruned before anything else
+    assert _ids(littered) == sorted([SID, OTHER])
+    assert "pruned 3 sessions with no turns" in caplog.text

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -212,10 +213,86 @@ async def test_a_database_locked_by_another_process_does_not_hold_up_the_audio(e
         assert [t.role for t in history.turns] == ["user", "assistant"]
         assert not recorder.flush()  # the writer gives up after 3 s, and keeps the turns
         assert isinstance(recorder.error, StoreLocked) and recorder.pending == history.turns
-        assert store.turns(session_id) == []
+        assert session_id not in {r.id for r in store.list_sessions(None)}  # not even the session: it comes with a turn
     finally:
         holder.communicate("\n", timeout=30)
     assert result.lateness_max_s < 1.0, result  # the loop never waited for the database
     assert recorder.flush() and recorder.error is None
     assert store.turns(session_id) == history.turns
     store.close()
+
+
+async def _hello_and_gone(port: int, dialect: str, resume: str | None = None) -> tuple[str, list[str]]:
+    """Connect, be told the session's id, and go without a word; returns the id and the error codes said."""
+    if dialect == "ws":
+        async with connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            hello = {"type": "hello", "sample_rate": 16000, **({"session": resume} if resume else {})}
+            await ws.send(json.dumps(hello))
+            codes = []
+            while (message := json.loads(await ws.recv()))["type"] == "error":
+                codes.append(message["code"])
+            assert message["type"] == "ready", message
+            return message["session"], codes
+    query = f"?session={resume}" if resume else ""
+    async with connect(f"ws://127.0.0.1:{port}/v1/realtime{query}") as ws:
+        codes = []
+        while (message := json.loads(await ws.recv()))["type"] == "error":
+            codes.append(message["error"]["code"])
+        assert message["type"] == "session.created", message
+        return message["session"]["id"].removeprefix("sess_"), codes
+
+
+async def test_connections_that_never_speak_leave_nothing_and_one_that_speaks_leaves_its_turns(engines, tmp_path):
+    """Storage on first use, on the real server: a reconnect storm in little (hello and gone, in
+    both dialects, and ids that never spoke asked back) leaves not a row; a conversation that
+    speaks leaves exactly one session, with the id the client was told, and its turns."""
+    db = tmp_path / "c.db"
+    store = ConversationStore.open(db)
+    server = VoiceServer(engines, ServerConfig(port=0), conversations=Conversations(store))
+    await server.start()
+
+    def rows() -> tuple[int, int]:
+        conn = sqlite3.connect(db)
+        try:
+            return tuple(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns"))
+        finally:
+            conn.close()
+
+    async def settled() -> None:  # every connection closed, its recorder flushed
+        for _ in range(200):
+            if not server.connections:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"still open: {list(server.connections)}")
+
+    try:
+        told: list[str] = []
+        for _ in range(10):
+            for dialect in ("ws", "realtime"):
+                sid, codes = await _hello_and_gone(server.port, dialect)
+                assert codes == []
+                told.append(sid)
+        await settled()
+        for dialect, asked in (("ws", told[0]), ("realtime", told[1])):  # an id that never spoke is unknown
+            sid, codes = await _hello_and_gone(server.port, dialect, resume=asked)
+            assert codes == ["unknown_session"] and sid != asked
+        await settled()
+        assert len(set(told)) == len(told)
+        assert rows() == (0, 0) and store.list_sessions(None) == []
+
+        url = f"ws://127.0.0.1:{server.port}/ws"
+        result = await talk(url, load_audio(_rec("axb_a0004").path))
+        assert not result.of("error") and result.of("turn_end")
+        await settled()
+        (record,) = store.list_sessions(None)
+        assert record.id == result.session  # the id the client was told in 'ready'
+        turns = store.turns(record.id)
+        assert [t.role for t in turns] == ["user", "assistant"] and rows() == (1, 2)
+        assert turns == server.closed[result.session].history.turns
+        again = await talk(url, load_audio(_rec("aew_a0003").path), resume=record.id)
+        assert again.session == record.id and [t["role"] for t in again.history] == ["user", "assistant"]
+        await settled()
+        assert rows() == (1, 4)
+    finally:
+        await server.close()
+        store.close()

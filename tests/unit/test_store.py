@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from voice.app.conversations import Conversations
 from voice.app.store import (
     SCHEMA_VERSION,
     AmbiguousSession,
@@ -792,3 +793,185 @@ def test_the_conversation_persists_turns_when_they_are_final_never_before(store)
     assert recorder.flush()
     assert [(t.role, t.text) for t in store.turns("c")] == [("user", "what time is it")]
     assert recorder.error is None
+
+
+# -- storage on first use: a session is written with its first turn, and pruned with none ------
+
+
+def _sessions(db: Path) -> list[tuple[str, int]]:
+    """(id, turns) of every session in the file, read by another connection."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(
+            "SELECT s.id, (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) FROM sessions s ORDER BY s.id"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def _age(db: Path, session_id: str, seconds: float) -> None:
+    """Make the session look created, and last written, ``seconds`` ago."""
+    conn = sqlite3.connect(db)
+    t = time.time() - seconds
+    with conn:
+        conn.execute("UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", (t, t, session_id))
+    conn.close()
+
+
+def test_a_new_session_is_written_with_its_first_turn_in_one_transaction_never_before(db):
+    store = ConversationStore.open(db)
+    t0 = time.time()
+    sid, history, recorder = open_history(store, None, owner="token", system_prompt="be brief")
+    assert recorder.flush() and recorder.error is None  # nothing is owed: nothing to write
+    assert not recorder.stored and _sessions(db) == []
+    with pytest.raises(UnknownSession):
+        store.session(sid, owner="token")
+    seen = _trace(store)
+    t1 = time.time()
+    u = history.add(user())
+    assert recorder.flush() and recorder.stored
+    writes = [sql.split()[0] + (" " + sql.split()[2] if sql.startswith("INSERT") else "") for _, sql in seen]
+    assert [w for w in writes if w != "SELECT"] == [
+        "BEGIN",
+        "INSERT sessions",
+        "INSERT turns",
+        "UPDATE",
+        "COMMIT",
+    ]  # the session and its first turn: one transaction
+    record = store.session(sid, owner="token")  # the id the conversation had from the start
+    assert record.system_prompt == "be brief" and record.turns == 1
+    assert t0 <= record.created_at <= t1 <= record.updated_at  # created when the conversation was opened
+    assert store.turns(sid) == [u]
+    history.add(reply())
+    assert recorder.flush() and store.turns(sid) == history.turns and _sessions(db) == [(sid, 2)]
+    store.close()
+
+
+def test_a_conversation_in_which_nothing_is_final_leaves_nothing(db):
+    """Opened and closed, or a reply taken back before it was written: not a row, not even the session."""
+    store = ConversationStore.open(db)
+    for _ in range(3):
+        open_history(store, None)
+    busy = threading.Event()
+    store.submit(busy.wait)  # the writer thread is held up: what is handed over next waits behind it
+    _, history, recorder = open_history(store, None)
+    gone = history.add(reply("never heard"))  # (a conversation starts with the person's turn; the recorder can't tell)
+    history.remove(gone)
+    assert recorder.pending == []
+    busy.set()
+    assert recorder.flush() and not recorder.stored and recorder.error is None
+    store.close()
+    assert _sessions(db) == []
+
+
+def test_a_store_that_fails_at_the_first_turn_stores_neither_the_session_nor_the_turn(db):
+    store = ConversationStore.open(db)
+    store.create_session("filler")
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(StoreFull):
+        for i in range(1000):
+            store.create_session(f"filler-{i:04d}-" + "x" * 40)
+    fillers = len(_sessions(db))
+    sid, history, recorder = open_history(store, None)
+    history.add(user("a long first turn " * 50))
+    assert not recorder.flush() and isinstance(recorder.error, StoreFull)
+    assert not recorder.stored and len(_sessions(db)) == fillers and sid not in dict(_sessions(db))  # rolled back
+    store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")
+    assert recorder.flush() and recorder.error is None and recorder.stored
+    assert store.turns(sid) == history.turns
+    store.close()
+
+
+def test_resuming_an_id_that_never_spoke_is_unknown(db):
+    store = ConversationStore.open(db)
+    sid, history, recorder = open_history(store, None)  # the client was told sid, and said nothing
+    assert recorder.flush()
+    with pytest.raises(UnknownSession):
+        open_history(store, sid)
+    store.create_session("empty", owner="someone")  # from an earlier version: a row, no turn
+    with pytest.raises(UnknownSession, match="no turns"):
+        open_history(store, "empty")  # not foreign: there is nothing of anyone's in it
+    with pytest.raises(UnknownSession, match="no turns"):
+        open_history(store, "empty", owner="someone")
+    conversations = Conversations(store)
+    opened = conversations.open(sid)  # over the network: said, and a new conversation
+    assert [code for code, _ in opened.notices] == ["unknown_session"]
+    assert opened.session_id not in (None, sid) and opened.history.turns == [] and opened.store_error is None
+    with pytest.raises(UnknownSession):
+        conversations.open("empt", strict=True)  # at the command line: an error (a prefix will do)
+    # Once it spoke, the same id resumes.
+    history.add(user("now I speak"))
+    assert recorder.flush()
+    again = conversations.open(sid)
+    assert again.session_id == sid and again.notices == [] and [t.text for t in again.history.turns] == ["now I speak"]
+    store.close()
+
+
+def test_prune_removes_the_sessions_with_no_turns_untouched_for_a_while(db):
+    store = ConversationStore.open(db)
+    for sid in ("old-empty-1", "old-empty-2", "fresh-empty", "old-spoken", "emptied-now"):
+        store.create_session(sid)
+    store.add_turn("old-spoken", user())
+    store.add_turn("emptied-now", user())
+    for sid in ("old-empty-1", "old-empty-2", "old-spoken", "emptied-now"):
+        _age(db, sid, 3600)
+    store.delete_turn("emptied-now", 1)  # its last write is now
+    dry = store.prune(600, dry_run=True)
+    assert [r.id for r in dry] == ["old-empty-1", "old-empty-2"] and all(r.turns == 0 for r in dry)
+    assert len(_sessions(db)) == 5  # a dry run removes nothing
+    assert [r.id for r in store.prune(600)] == ["old-empty-1", "old-empty-2"]
+    assert [s for s, _ in _sessions(db)] == ["emptied-now", "fresh-empty", "old-spoken"]
+    assert store.prune(600) == []
+    assert [r.id for r in store.prune(0)] == ["emptied-now", "fresh-empty"]  # no grace at all
+    assert _sessions(db) == [("old-spoken", 1)]  # a session with a turn stays, however old
+    store.close()
+
+
+def test_prune_soon_runs_on_the_writer_thread(db, caplog):
+    store = ConversationStore.open(db)
+    store.create_session("old")
+    _age(db, "old", 3600)
+    seen = _trace(store)
+    caller = threading.current_thread().name
+    with caplog.at_level("INFO", logger="voice.app.store"):
+        store.prune_soon()
+        assert store.flush()
+    assert _sessions(db) == []
+    assert seen and {name for name, _ in seen} == {store._writer.name} != {caller}
+    assert "pruned 1 sessions with no turns" in caplog.text
+    store.close()
+
+
+def test_prune_beside_live_conversations_never_removes_one(db):
+    """The most eager prune (no grace), over and over, from another
+    connection, while conversations get their first turns: every one of them
+    keeps its session and every turn, with no error."""
+    store = ConversationStore.open(db, timeout=30)
+    pruner = ConversationStore.open(db, timeout=30)
+    stop = threading.Event()
+    pruned: list[str] = []
+
+    def prune() -> None:
+        while not stop.is_set():
+            pruned.extend(r.id for r in pruner.prune(0))
+
+    thread = threading.Thread(target=prune)
+    thread.start()
+    try:
+        conversations = [open_history(store, None) for _ in range(40)]
+        for k in range(3):
+            for _, history, _ in conversations:
+                history.add(user(f"turn {k}") if k % 2 == 0 else reply(f"turn {k}"))
+            time.sleep(0.01)
+        for _, _, recorder in conversations:
+            assert recorder.flush() and recorder.error is None and recorder.stored
+    finally:
+        stop.set()
+        thread.join(60)
+    assert pruned == []
+    assert sorted(_sessions(db)) == sorted((sid, 3) for sid, _, _ in conversations)
+    for sid, history, _ in conversations:
+        assert store.turns(sid) == history.turns
+    pruner.close()
+    store.close()

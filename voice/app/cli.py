@@ -248,8 +248,14 @@ class Runtime:
         return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep)
 
     def saved(self, hint: str) -> None:
-        if self.session_id is not None:
+        """Say where the conversation is kept; it is stored with its first turn, so not when nothing was said."""
+        recorder = self.opened.recorder if self.opened is not None else None
+        if recorder is None or self.session_id is None:
+            return
+        if recorder.stored:
             print(f"saved as {self.session_id} ({hint.format(id=self.session_id[:8])})", file=sys.stderr)
+        elif not recorder.pending:
+            print("nothing was said: no conversation saved", file=sys.stderr)
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -354,10 +360,12 @@ def open_store(args: argparse.Namespace):
 
     path = args.db or default_db_path()
     try:
-        return ConversationStore.open(path)
+        store = ConversationStore.open(path)
     except StoreError as e:
         _warn(f"{e}; this conversation is kept in memory only")
         return None
+    store.prune_soon()  # sessions with no turns, left by earlier versions (python -m voice.history prune)
+    return store
 
 
 async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:

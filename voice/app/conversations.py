@@ -7,6 +7,10 @@ error event with a code) and a new conversation is started; a person at the
 command line (``--session``) who names one that is not there gets an error
 instead. A store that fails is said too, and the conversation is kept in
 memory. The store itself is ``voice/app/store.py``.
+
+A new conversation has its id at once (the client is told it) but is written
+to the store with its first finalized turn: one in which nothing is said
+leaves nothing behind, and its id, resumed, is unknown like any other.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ class Opened:
     """The conversation a session goes on with."""
 
     history: History
-    session_id: str | None = None  # None: kept in memory only
+    session_id: str | None = None  # None: kept in memory only; a new one is stored with its first turn
     recorder: TurnRecorder | None = None
     notices: list[tuple[str, str]] = field(default_factory=list)  # (error code, message) to tell the client
     store_error: StoreError | None = None  # why it is kept in memory only, for the log

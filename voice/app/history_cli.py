@@ -3,6 +3,7 @@
     python -m voice.history list [--limit N]               the sessions, most recent first
     python -m voice.history show ID                        one conversation as a person reads it
     python -m voice.history export ID... --format json|md  sessions and their turns
+    python -m voice.history prune [--dry-run] [--older-than 10m]  remove the sessions with no turns
 
 ``--db PATH`` (before or after the command) picks the database; by default
 ``$VOICE_DB`` or ``~/.local/share/voice/conversations.db``. An id may be
@@ -14,6 +15,13 @@ seconds) and, beside it, the wall-clock time it was finalized (last changed,
 for a reply cut after the fact): local time in ``show`` and Markdown, ISO 8601
 UTC (``finalized_at``) in JSON. A turn stored before schema version 2 has no
 wall-clock time.
+
+``prune`` removes the sessions in which nothing was ever said (earlier
+versions stored one for every connection; this one stores a session with its
+first turn), once untouched for ``--older-than`` (10 minutes by default), and
+says how many; ``--dry-run`` lists them and removes nothing. It is safe beside
+a running server: a conversation going on now is never without a turn.
+``voice.run`` prunes the same way each time it starts.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from voice.app.store import (
+    PRUNE_AFTER_S,
     ConversationStore,
     SessionError,
     SessionRecord,
@@ -206,6 +215,42 @@ def cmd_export(store: ConversationStore, args: argparse.Namespace) -> int:
     return 0
 
 
+# -- prune -----------------------------------------------------------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``10m``, ``2h``, ``1d``: seconds."""
+    value, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(value) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 10m, 2h, 1d)") from None
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 10m, 2h, 1d)")
+    return seconds
+
+
+def _age(seconds: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= n and seconds % n == 0:
+            return f"{seconds // n:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def cmd_prune(store: ConversationStore, args: argparse.Namespace) -> int:
+    pruned = store.prune(args.older_than, dry_run=args.dry_run)
+    what = f"session{'s' if len(pruned) != 1 else ''} with no turns, untouched for {_age(args.older_than)}"
+    if args.dry_run:
+        for s in pruned:
+            print(f"{s.id}  created {_local(s.created_at)}")
+        print(f"would remove {len(pruned)} {what}, from {store.path} (dry run: nothing removed)")
+    else:
+        print(f"removed {len(pruned)} {what}, from {store.path}")
+    return 0
+
+
 # -- main ------------------------------------------------------------------
 
 
@@ -218,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the conversation database (default: $VOICE_DB or {default_db_path()})",
     )
     p = argparse.ArgumentParser(prog=PROG, description="The stored conversations.", parents=[db])
-    sub = p.add_subparsers(dest="command", required=True, metavar="list|show|export")
+    sub = p.add_subparsers(dest="command", required=True, metavar="list|show|export|prune")
     ls = sub.add_parser("list", parents=[db], help="the sessions, most recently updated first")
     ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0: all)")
     show = sub.add_parser("show", parents=[db], help="one conversation as a person reads it")
@@ -226,6 +271,15 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", parents=[db], help="sessions and their turns, as JSON or Markdown")
     ex.add_argument("ids", nargs="+", metavar="ID", help="session ids, or prefixes")
     ex.add_argument("--format", choices=("json", "md"), default="json")
+    pr = sub.add_parser("prune", parents=[db], help="remove the sessions with no turns (nothing was said in them)")
+    pr.add_argument("--dry-run", action="store_true", help="list them, and remove nothing")
+    pr.add_argument(
+        "--older-than",
+        type=_duration,
+        default=PRUNE_AFTER_S,
+        metavar="AGE",
+        help=f"only those untouched this long: 30s, 10m, 2h, 1d (default {_age(PRUNE_AFTER_S)})",
+    )
     return p
 
 
@@ -234,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     path = getattr(args, "db", None) or default_db_path()
     if args.command == "list" and args.limit is not None and args.limit <= 0:
         args.limit = None
-    commands = {"list": cmd_list, "show": cmd_show, "export": cmd_export}
+    commands = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "prune": cmd_prune}
     try:
         with ConversationStore.open(path, create=False) as store:
             return commands[args.command](store, args)

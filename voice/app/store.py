@@ -7,6 +7,16 @@ user's at the ASR final, the assistant's at playback end or when it was cut)
 and never before: the store only sees what :class:`voice.core.history.History`
 holds, and that is finalized turns only.
 
+Storage on first use. A new conversation's session row is written with its
+first turn, in the same transaction, never before: a connection that never
+speaks leaves nothing in the file (a reconnect storm once left 1,100 empty
+sessions). The id a client is told at once is the one the row gets; until
+then it is unknown to the store, so resuming it starts a new conversation. As
+the conversation never takes back a person's turn (only a reply not heard)
+and a reply always follows one, every session written this way keeps a turn.
+A session with none, from before this, is pruned (:meth:`ConversationStore.prune`,
+``python -m voice.history prune``, and at each start of ``voice.run``).
+
 Off the event loop. :class:`TurnRecorder` never touches SQLite on the
 caller's thread: when the history tells it of a turn, it stamps the
 wall-clock time, takes the turn's columns as they are then, and hands the
@@ -77,6 +87,11 @@ from voice.core.history import History, Turn
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # 2: turns.finalized_at
+
+# A session with no turns is pruned once it has been left untouched this long (seconds). Sessions
+# are written with their first turn, so none open now is empty; the margin is for one that a
+# server of an earlier version (which wrote the session at connect) holds open beside this one.
+PRUNE_AFTER_S = 600.0
 
 # One statement each (comments may hold semicolons).
 _SCHEMA = (
@@ -610,6 +625,44 @@ class ConversationStore:
             conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
+    def prune(self, older_than: float = PRUNE_AFTER_S, *, dry_run: bool = False) -> list[SessionRecord]:
+        """Delete the sessions with no turns untouched for ``older_than`` seconds; returns them, oldest first.
+
+        Such a session is one written at connect by an earlier version, whose
+        client never spoke (this version writes a session with its first
+        turn, in one transaction). The age is counted from the session's last
+        write (``updated_at``, which a turn written or removed moves), so a
+        session whose turns went moments ago is kept. The check and the
+        deletion are one transaction: a turn committed before it keeps its
+        session, and one after it finds its session gone (the recorder says
+        so and keeps it in memory). ``dry_run``: delete nothing, only say.
+        """
+        empty = " WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = {s}.id) AND {s}.updated_at < ?"
+        select = _SESSION_QUERY + empty.format(s="s") + " ORDER BY s.created_at, s.id"
+        if dry_run:
+            with self._read() as conn:
+                rows = conn.execute(select, (time.time() - older_than,)).fetchall()
+            return [_session_record(r) for r in rows]
+        with self._write() as conn:
+            cutoff = time.time() - older_than  # the lock is ours: nothing is written meanwhile
+            rows = conn.execute(select, (cutoff,)).fetchall()
+            conn.execute("DELETE FROM sessions" + empty.format(s="sessions"), (cutoff,))
+        return [_session_record(r) for r in rows]
+
+    def prune_soon(self, older_than: float = PRUNE_AFTER_S) -> None:
+        """:meth:`prune` on the writer thread (at start: not on the caller's, nor the event loop's); logged."""
+
+        def job() -> None:
+            try:
+                pruned = self.prune(older_than)
+            except StoreError as e:
+                log.warning("sessions with no turns were not pruned: %s", e)
+                return
+            if pruned:
+                log.info("pruned %d sessions with no turns from %s", len(pruned), self.path)
+
+        self.submit(job)
+
     # -- turns ----------------------------------------------------------------
 
     def add_turn(self, session_id: str, turn: Turn, *, finalized_at: float | None = None) -> int:
@@ -619,10 +672,21 @@ class ConversationStore:
         """
         return self._add_row(session_id, _turn_row(turn), finalized_at)
 
-    def _add_row(self, session_id: str, row: tuple[Any, ...], finalized_at: float | None) -> int:
+    def _add_row(
+        self, session_id: str, row: tuple[Any, ...], finalized_at: float | None, new: _NewSession | None = None
+    ) -> int:
+        """``new``: the session is written with this turn, in the same transaction, if it is not there yet."""
         with self._write() as conn:
             now = time.time()  # the lock is ours: written now
-            self._require(conn, session_id)
+            if new is not None and not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                owner = self._owner_hash(new.owner) if new.owner is not None else None
+                conn.execute(
+                    "INSERT INTO sessions (id, created_at, updated_at, owner, system_prompt, meta)"
+                    " VALUES (?, ?, ?, ?, ?, '{}')",
+                    (session_id, new.created_at, now, owner, new.system_prompt),
+                )
+            else:
+                self._require(conn, session_id)
             seq = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE session_id = ?", (session_id,)
             ).fetchone()[0]
@@ -691,6 +755,15 @@ def _session_record(row: tuple[Any, ...]) -> SessionRecord:
 # -- the conversation's side ------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _NewSession:
+    """A new conversation's session, written with its first turn."""
+
+    owner: str | None  # the client's token (only its salted hash is stored)
+    system_prompt: str | None
+    created_at: float  # Unix time the conversation was opened
+
+
 @dataclass(eq=False)
 class _Write:
     """A write a recorder owes: ``op`` on ``turn``, with its columns as they were when the history told of it."""
@@ -713,6 +786,9 @@ class TurnRecorder:
     again at the next change (or :meth:`flush`), so a passing lock or a full
     disk that gets space back loses nothing. The conversation goes on in
     memory meanwhile.
+
+    A new session (:meth:`create`) is written with its first turn, in the
+    same transaction: until a turn is final there is nothing in the store.
     """
 
     def __init__(self, store: ConversationStore, session_id: str) -> None:
@@ -727,7 +803,7 @@ class TurnRecorder:
         self._seq: dict[int, tuple[Turn, int]] = {}  # id(turn) -> (turn, its seq in the store)
         self._backlog: deque[_Write] = deque()  # owed, in order
         self._writing: _Write | None = None  # taken off the backlog by the writer thread, not committed yet
-        self._create: tuple[str | None, str | None] | None = None  # (owner, system prompt): the session is owed
+        self._new: _NewSession | None = None  # a new session, not in the store until its first turn is
         self._drain_queued = False
 
     # HistoryListener
@@ -756,10 +832,19 @@ class TurnRecorder:
         return [s.turn for s in stored]
 
     def create(self, owner: str | None = None, system_prompt: str | None = None) -> None:
-        """The session is new: create it in the store (on the writer thread, before its turns)."""
+        """The session is new: it is written with its first turn (on the writer thread), not before.
+
+        Nothing is handed over now: a conversation in which nothing is ever
+        finalized leaves nothing in the store.
+        """
         with self._lock:
-            self._create = (owner, system_prompt)
-        self._schedule()
+            self._new = _NewSession(owner, system_prompt, time.time())
+
+    @property
+    def stored(self) -> bool:
+        """The session is in the store: it was resumed, or its first turn is committed."""
+        with self._lock:
+            return self._new is None
 
     def record(self, turn: Turn) -> None:
         """Write a finalized turn (soon, or once the store works again)."""
@@ -843,7 +928,7 @@ class TurnRecorder:
         )
 
     def _owed(self) -> object | None:
-        return self._create or self._writing or (self._backlog[0] if self._backlog else None)
+        return self._writing or (self._backlog[0] if self._backlog else None)
 
     def _schedule(self) -> None:
         """Hand the backlog to the writer thread (once: one drain writes everything owed)."""
@@ -868,13 +953,7 @@ class TurnRecorder:
         """Write what is owed, in order, stopping at the first failure (kept, with what follows it)."""
         with self._lock:
             self._drain_queued = False
-            create = self._create
         try:
-            if create is not None:
-                with contextlib.suppress(SessionExists):  # an earlier try did it, and failed after
-                    self.store.create_session(self.session_id, owner=create[0], system_prompt=create[1])
-                with self._lock:
-                    self._create = None
             while True:
                 with self._lock:
                     if not self._backlog:
@@ -907,9 +986,12 @@ class TurnRecorder:
     def _apply(self, w: _Write) -> None:
         sid, key = self.session_id, id(w.turn)
         if w.op == "add":
-            seq = self.store._add_row(sid, w.row or (), w.at)
+            with self._lock:
+                new = self._new
+            seq = self.store._add_row(sid, w.row or (), w.at, new)  # a new session: written with it
             with self._lock:
                 self._seq[key] = (w.turn, seq)
+                self._new = None
             return
         with self._lock:
             seq = self._seq[key][1]
@@ -927,17 +1009,21 @@ def open_history(
     """A conversation backed by ``store``: a new one (``session_id`` None) or the stored one, resumed.
 
     Returns its id, its history (the stored turns, persisted from now on as
-    they are finalized) and the recorder doing it. A new session is created
-    by the writer thread, before its turns: no SQLite call on the caller's
-    thread, and a failing store shows in ``recorder.error``. Resuming reads
-    the session on the caller's thread: raises UnknownSession or
-    ForeignSession for an id that is not there or not ``owner``'s, and
-    StoreError when the store fails.
+    they are finalized) and the recorder doing it. A new session gets its id
+    now and is written by the writer thread with its first turn, not before:
+    no SQLite call on the caller's thread, nothing stored for a conversation
+    in which nothing is said, and a failing store shows in
+    ``recorder.error``. Resuming reads the session on the caller's thread:
+    raises UnknownSession for an id that is not there or has no turns
+    (nothing was ever said in it), ForeignSession for one that is not
+    ``owner``'s, and StoreError when the store fails.
     """
     if session_id is None:
         recorder = TurnRecorder(store, uuid.uuid4().hex)
         recorder.create(owner=owner, system_prompt=system_prompt)
         return recorder.session_id, History(listener=recorder), recorder
+    if store.session_record(session_id).turns == 0:  # from before sessions were written with a turn
+        raise UnknownSession(f"session {session_id!r} has no turns: there is nothing to resume", session_id)
     store.session(session_id, owner=owner)
     recorder = TurnRecorder(store, session_id)
     return session_id, History(recorder.load(), listener=recorder), recorder
