@@ -267,3 +267,15 @@ def test_frames_before_any_speech_do_nothing():
     assert eot.speech_paused(0.0, 3.0, 3.0) == []
     assert eot.speech_continues(0.5) == []
     assert eot.answer(1, 0.99, 1.0) == []
+
+
+def test_after_an_endpoint_only_a_new_utterance_is_checked():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+    speak(eot, 1.3, 1.6)  # frames the front end still counts as the ended utterance's
+    assert pause(eot, 1.6, 0.5) == []
+    eot.speech_started(2.0, 2.192)
+    speak(eot, 2.0, 2.5)
+    (check2,) = pause(eot, 2.5, 0.224)[-1:]
+    assert (check2.onset, check2.end) == (2.0, 2.5)

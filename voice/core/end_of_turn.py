@@ -37,9 +37,14 @@ finished after 0.2 s of silence and 6 of 9 after 0.8 s (scripts/bench_turn,
 ``silence`` in docs/bench/bench_turn.json). So a re-check says less than the
 first check; ``recheck_s=None`` asks once per pause, as Pipecat does.
 
-Wiring: with this deciding, the endpointer's own hangover
+Wiring (not done yet): with this deciding, the endpointer's own hangover
 (``EndpointConfig.hangover_s``) must not end the utterance first: make it at
-least ``max_wait_s``, and call :meth:`EndOfTurn.speech_ended` if it does.
+least ``max_wait_s``, and call :meth:`EndOfTurn.speech_ended` if it does. On
+an :class:`Endpoint` the hearing front end must leave the utterance too, so
+that the next words start a new one (a ``SpeechStart``): after an endpoint
+this object ignores the frames of the utterance it ended. A check scores the
+utterance's audio from its onset (with the pre-roll, as Pipecat keeps 0.5 s
+before the speech) to ``until``.
 """
 
 from __future__ import annotations
