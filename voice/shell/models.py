@@ -16,6 +16,7 @@ ASR_MODELS = {"base": "whisper-base", "tiny.en": "whisper-tiny.en"}
 VOICES = {"joe": "piper/en_US-joe-medium.onnx"}
 LLM_MODELS = {"smollm2-135m": "smollm2-135m-instruct"}
 VAD_FILE = "silero_vad.onnx"
+SMART_TURN_FILE = "smart-turn/smart-turn-v3.2-cpu.onnx"
 
 
 class MissingModelError(RuntimeError):
@@ -54,3 +55,7 @@ def llm_model_path(name: str) -> Path:
 
 def vad_model_path() -> Path:
     return _resolve(VAD_FILE, {VAD_FILE: VAD_FILE}, "VAD model")
+
+
+def smart_turn_model_path() -> Path:
+    return _resolve(SMART_TURN_FILE, {SMART_TURN_FILE: SMART_TURN_FILE}, "end-of-turn model")

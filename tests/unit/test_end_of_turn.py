@@ -1,0 +1,281 @@
+"""The end-of-turn decisions, driven by scripted frames and probabilities (no model, no audio)."""
+
+from __future__ import annotations
+
+import pytest
+
+from voice.core.end_of_turn import (
+    CheckEndOfTurn,
+    EndOfTurn,
+    EndOfTurnConfig,
+    Endpoint,
+    trails_off,
+)
+
+FRAME = 0.032
+
+
+def of(kind, commands):
+    return [c for c in commands if isinstance(c, kind)]
+
+
+def speak(eot: EndOfTurn, start: float, until: float) -> list:
+    """Voiced frames from ``start`` to ``until`` (the utterance is already started)."""
+    out = []
+    t = start
+    while t < until - 1e-9:
+        t += FRAME
+        out += eot.speech_continues(t)
+    return out
+
+
+def pause(eot: EndOfTurn, end: float, silence_s: float) -> list:
+    """Silent frames after speech that ended at ``end``, up to ``silence_s`` of silence."""
+    out = []
+    n = 1
+    while n * FRAME <= silence_s + 1e-9:
+        out += eot.speech_paused(end, n * FRAME, end + n * FRAME)
+        n += 1
+    return out
+
+
+def started(config: EndOfTurnConfig | None = None, onset=0.1, end=1.06) -> EndOfTurn:
+    eot = EndOfTurn(config)
+    eot.speech_started(onset, onset + 0.192)
+    speak(eot, onset, end)
+    return eot
+
+
+def test_first_check_after_first_check_s_of_silence_on_the_audio_so_far():
+    eot = started()
+    assert pause(eot, 1.06, 0.16) == []
+    (check,) = pause(eot, 1.06, 0.224)[-1:]
+    assert isinstance(check, CheckEndOfTurn)
+    assert (check.onset, check.end) == (0.1, 1.06)
+    assert check.until == pytest.approx(1.06 + 0.224)  # seventh silent frame: the first at or past 0.2 s
+
+
+def test_finished_ends_the_turn_now():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    (ep,) = eot.answer(check.check, 0.93, 1.3)
+    assert ep == Endpoint(end=1.06, t=1.3, reason="model", probability=0.93, trails_off=False)
+    assert eot.speech_paused(1.06, 0.256, 1.316) == []  # ended: nothing more for this utterance
+    assert eot.speech_paused(1.06, 5.0, 6.06) == []
+
+
+def test_the_threshold_is_inclusive_and_configurable():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert of(Endpoint, eot.answer(check.check, 0.5, 1.3))
+    eot = started(EndOfTurnConfig(threshold=0.8))
+    (check,) = pause(eot, 1.06, 0.224)
+    assert eot.answer(check.check, 0.79, 1.3) == []
+
+
+def test_not_finished_asks_again_as_the_silence_grows_then_ends_at_max_wait():
+    eot = started()
+    asked = []
+    end = 1.06
+    n = 1
+    while True:
+        silence = n * FRAME
+        cmds = eot.speech_paused(end, silence, end + silence)
+        n += 1
+        if of(Endpoint, cmds):
+            (ep,) = cmds
+            break
+        for c in of(CheckEndOfTurn, cmds):
+            asked.append(round(c.until - end, 3))
+            assert eot.answer(c.check, 0.2, c.until + 0.05) == []  # each says: not finished
+    # every recheck_s (0.3 s) of further silence, on frame boundaries
+    assert asked == [0.224, 0.544, 0.864, 1.184, 1.504, 1.824]
+    assert ep.reason == "max_wait" and ep.end == end and ep.probability == 0.2
+    assert silence == pytest.approx(2.016)  # the first frame at or past max_wait_s
+
+
+def test_one_check_per_pause_when_recheck_s_is_none():
+    eot = started(EndOfTurnConfig(recheck_s=None, max_wait_s=1.0))
+    cmds = pause(eot, 1.06, 0.224)
+    (check,) = cmds
+    assert eot.answer(check.check, 0.1, 1.3) == []
+    assert pause(eot, 1.06, 0.96) == []  # the frames up to 0.96 s again: no new check
+    (ep,) = eot.speech_paused(1.06, 1.024, 2.084)
+    assert ep.reason == "max_wait"
+
+
+def test_at_most_one_check_in_flight():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert eot.pending == check.check
+    # the answer is slow: 0.6 s of silence go by without a second check
+    assert [eot.speech_paused(1.06, s, 1.06 + s) for s in (0.544, 0.576, 0.608)] == [[], [], []]
+    assert eot.answer(check.check, 0.1, 1.7) == []
+    # due long ago: the next silent frame asks, and the one after is recheck_s later
+    (again,) = eot.speech_paused(1.06, 0.64, 1.7)
+    assert again.check == check.check + 1 and again.until == pytest.approx(1.7)
+    assert eot.answer(again.check, 0.1, 1.75) == []
+    assert eot.speech_paused(1.06, 0.928, 1.988) == []
+    assert of(CheckEndOfTurn, eot.speech_paused(1.06, 0.96, 2.02))
+
+
+def test_speech_resuming_makes_the_answer_in_flight_stale():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    speak(eot, 1.3, 1.62)  # the person goes on
+    assert eot.pending is None
+    assert eot.answer(check.check, 0.99, 1.65) == []  # for audio the person has since continued
+    # the schedule starts again at the next pause, from its own silence
+    assert pause(eot, 1.62, 0.16) == []
+    (check2,) = pause(eot, 1.62, 0.224)[-1:]
+    assert check2.check == check.check + 1 and check2.end == 1.62
+    (ep,) = eot.answer(check2.check, 0.7, 1.86)
+    assert ep.end == 1.62
+
+
+def test_a_pause_with_a_new_end_is_a_new_pause_even_without_speech_continues():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    # the front end's frames say the speech now ends later (a frame this object was not given)
+    assert of(CheckEndOfTurn, pause(eot, 1.5, 0.224)) != []
+    assert eot.answer(check.check, 0.99, 1.8) == []
+
+
+def test_an_answer_after_the_utterance_ended_is_ignored():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.speech_ended(1.6)  # the endpointer's hangover ended it first
+    assert eot.answer(check.check, 0.99, 1.7) == []
+    assert eot.speech_paused(1.06, 3.0, 4.06) == []
+
+
+def test_answers_of_an_earlier_utterance_do_not_end_the_next():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.speech_started(2.0, 2.192)  # a new utterance before the answer came
+    speak(eot, 2.0, 2.5)
+    assert eot.answer(check.check, 0.99, 2.5) == []
+    (check2,) = pause(eot, 2.5, 0.224)[-1:]
+    assert check2.check != check.check and check2.onset == 2.0
+
+
+def test_a_failed_check_is_asked_again_on_schedule():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert eot.failed(check.check, 1.3) == []
+    assert eot.pending is None
+    assert eot.speech_paused(1.06, 0.512, 1.572) == []
+    (again,) = eot.speech_paused(1.06, 0.544, 1.604)
+    (ep,) = eot.answer(again.check, 0.9, 1.65)
+    assert ep.reason == "model"
+
+
+def test_max_wait_ends_the_turn_even_with_a_check_in_flight():
+    eot = started(EndOfTurnConfig(max_wait_s=0.5))
+    (check,) = pause(eot, 1.06, 0.224)
+    (ep,) = pause(eot, 1.06, 0.512)[-1:]
+    assert ep.reason == "max_wait" and ep.probability is None
+    assert eot.answer(check.check, 0.99, 1.6) == []
+
+
+def test_a_transcript_that_trails_off_weighs_the_probability_down():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("I'd like a pizza and", end=1.06)
+    assert eot.answer(check.check, 0.8, 1.3) == []  # 0.8 x 0.6 = 0.48
+    (check2,) = pause(eot, 1.06, 0.544)[-1:]
+    (ep,) = eot.answer(check2.check, 0.9, 1.65)  # 0.54: sure enough
+    assert ep.reason == "model" and ep.probability == 0.9 and ep.trails_off
+
+
+def test_a_finished_transcript_changes_nothing():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("I'd like a pizza.", end=1.06)
+    (ep,) = eot.answer(check.check, 0.55, 1.3)
+    assert not ep.trails_off
+
+
+def test_a_transcript_that_misses_the_last_words_is_not_used():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("I'd like a pizza and", end=0.9)  # a partial from before the speech's last frames
+    assert of(Endpoint, eot.answer(check.check, 0.8, 1.3))
+
+
+def test_a_transcript_is_forgotten_when_the_person_goes_on():
+    eot = started()
+    eot.transcript("so", end=1.06)
+    speak(eot, 1.06, 1.5)
+    (check,) = pause(eot, 1.5, 0.224)[-1:]
+    assert of(Endpoint, eot.answer(check.check, 0.6, 1.8))
+
+
+def test_the_weight_is_configurable():
+    eot = started(EndOfTurnConfig(continuation_weight=1.0))
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("and", end=1.06)
+    assert of(Endpoint, eot.answer(check.check, 0.6, 1.3))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I was thinking and",
+        "I was thinking, and...",
+        "It's fine but",
+        "so",
+        "I want the",
+        "Let me see, um",
+        "My number is 555 12",
+        "My number is 555-1234",
+        "it's five five five",
+        "twenty one",
+        "the code is 4, 7,",
+    ],
+)
+def test_trails_off(text):
+    assert trails_off(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "What time is it?", "I'm 25.", "In 1961.", "That one.", "Yes.", "Sandy", "android", "the end"],
+)
+def test_does_not_trail_off(text):
+    assert not trails_off(text)
+
+
+def test_i_think_so_trails_off_but_a_sure_model_still_ends_the_turn():
+    # "so" is a conjunction more often than not; the weight, not a veto, keeps "I think so" answerable.
+    assert trails_off("I think so")
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("I think so", end=1.06)
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+
+
+def test_config_is_checked():
+    with pytest.raises(ValueError):
+        EndOfTurnConfig(first_check_s=2.5, max_wait_s=2.0)
+    with pytest.raises(ValueError):
+        EndOfTurnConfig(recheck_s=0.0)
+
+
+def test_frames_before_any_speech_do_nothing():
+    eot = EndOfTurn()
+    assert eot.speech_paused(0.0, 3.0, 3.0) == []
+    assert eot.speech_continues(0.5) == []
+    assert eot.answer(1, 0.99, 1.0) == []
+
+
+def test_after_an_endpoint_only_a_new_utterance_is_checked():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+    speak(eot, 1.3, 1.6)  # frames the front end still counts as the ended utterance's
+    assert pause(eot, 1.6, 0.5) == []
+    eot.speech_started(2.0, 2.192)
+    speak(eot, 2.0, 2.5)
+    (check2,) = pause(eot, 2.5, 0.224)[-1:]
+    assert (check2.onset, check2.end) == (2.0, 2.5)
