@@ -60,6 +60,7 @@ from voice.shell.session import Session, SessionConfig
 log = logging.getLogger("voice.server")
 
 WEB_ROOT = Path(__file__).parent / "web"
+CLOSE_GRACE_S = 1.0  # a client closed for not reading has this long to answer the close frame
 
 
 def is_loopback(host: str) -> bool:
@@ -307,8 +308,11 @@ class Connection:
         self._to_16k: soxr.ResampleStream | None = None
         self._last_rx = time.monotonic()
         self._last_too_fast = -1.0
-        self._outbox: deque[tuple[float, str | bytes]] = deque()
+        self._outbox: deque[tuple[float, str | bytes, int]] = deque()  # (when queued, message, its bytes)
+        self._outbox_bytes = 0  # in the outbox, the message being written included (Limits.max_outbox_bytes)
         self._outbox_ready = asyncio.Event()
+        self._cut_off = False  # closed for not reading what it was sent
+        self._hanging_up: asyncio.Task | None = None
         self._closing = False
         self._tasks: list[asyncio.Task] = []
 
@@ -462,8 +466,7 @@ class Connection:
 
     def _check_health(self) -> None:
         if self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
-            self._outbox.clear()
-            self._fatal(1008, "slow_client", f"the client read nothing for {self.limits.slow_client_s:g} s")
+            self._cut_off_now(f"the client read nothing for {self.limits.slow_client_s:g} s")
         elif time.monotonic() - self._last_rx > self.limits.idle_timeout_s:
             self._fatal(1000, "idle_timeout", f"nothing received for {self.limits.idle_timeout_s:g} s")
 
@@ -484,8 +487,15 @@ class Connection:
         self._apply_now(self.dialect.error(code, message, fatal, round(self.clock.now(), 4)))
 
     def _send(self, message: str | bytes) -> None:
-        self._outbox.append((time.monotonic(), message))
+        if self._cut_off:
+            return  # closed for not reading: nothing more is queued
+        size = len(message) if isinstance(message, bytes) or message.isascii() else len(message.encode())
+        self._outbox.append((time.monotonic(), message, size))
+        self._outbox_bytes += size
         self._outbox_ready.set()
+        cap = self.limits.max_outbox_bytes
+        if self._outbox_bytes > cap and len(self._outbox) > 1:  # one message, however large, may always wait
+            self._cut_off_now(f"the client does not read: over {cap} bytes wait to be sent to it")
 
     async def _sender(self) -> None:
         """One writer, in order: events and audio frames keep their order on the wire."""
@@ -493,7 +503,41 @@ class Connection:
             while not self._outbox:
                 self._outbox_ready.clear()
                 await self._outbox_ready.wait()
-            _, message = self._outbox[0]
+            _, message, size = self._outbox[0]  # stays counted while the socket takes it
             await self.ws.send(message)
-            if self._outbox:
+            if self._outbox:  # (emptied if the client was cut off meanwhile)
                 self._outbox.popleft()
+                self._outbox_bytes -= size
+
+    def _cut_off_now(self, why: str) -> None:
+        """Close a client that does not read what it is sent (1008), now, and queue nothing more for it.
+
+        What waits in the outbox is dropped. The fatal ``slow_client`` error is
+        written to the socket behind the message being written and then the
+        close frame, without waiting for the client to read them; if it does
+        not answer the close within a second, the TCP connection is dropped.
+        """
+        if self._cut_off:
+            return
+        self._cut_off = True
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        actions = self.dialect.error("slow_client", why, True, round(self.clock.now(), 4))
+        last = [a.message for a in actions if isinstance(a, Send)]
+        # Not one of the connection's tasks, which end with the session: the close goes on after it.
+        self._hanging_up = asyncio.create_task(self._hang_up(last, 1008, "slow_client"))
+
+    async def _hang_up(self, last: list[str | bytes], code: int, reason: str) -> None:
+        # Each send writes its frame to the transport at its first step, then waits for the client (not awaited).
+        writes = [asyncio.ensure_future(self.ws.send(m)) for m in last]
+        try:
+            await asyncio.sleep(0)  # the writes go first: the close frame comes after them
+            self._closing = True  # the session ends, and the close frame is written in this same step
+            async with asyncio.timeout(CLOSE_GRACE_S):
+                await self.ws.close(code, reason)
+        except TimeoutError:
+            self.ws.transport.abort()
+        finally:
+            for w in writes:
+                w.cancel()
+            await asyncio.gather(*writes, return_exceptions=True)
