@@ -52,6 +52,7 @@ from transport.protocol import (
 )
 from voice.core.audio import ASR_RATE
 from voice.core.events import Event
+from voice.core.history import History
 from voice.shell.clock import MonotonicClock
 from voice.shell.engines import Engines
 from voice.shell.pump import Pump
@@ -128,8 +129,8 @@ class VoiceServer:
         self.metrics = metrics
         self.on_event = on_event
         self.connections: dict[str, Connection] = {}
-        # Recently closed sessions, for inspection (and tests): id -> connection.
-        self.closed: dict[str, Connection] = {}
+        # Recently closed sessions, for inspection (and tests): id -> what is kept of it.
+        self.closed: dict[str, ClosedSession] = {}
         self._server: Server | None = None
         self.port = self.config.port
 
@@ -276,17 +277,28 @@ class VoiceServer:
                 await ws.close(1011, "internal error")
         finally:
             self.connections.pop(conn.id, None)
-            self.closed[conn.id] = conn
-            while len(self.closed) > 32:
-                self.closed.pop(next(iter(self.closed)))
             if self.metrics is not None:
                 self.metrics.session_closed(conn)
+            self.closed[conn.id] = conn.release()
+            while len(self.closed) > 32:
+                self.closed.pop(next(iter(self.closed)))
 
     def rekey(self, conn: Connection, session_id: str) -> None:
         """The connection goes on with a stored conversation: it is known by that id from now on."""
         self.connections.pop(conn.id, None)
         conn.id = session_id
         self.connections[session_id] = conn
+
+
+@dataclass(frozen=True)
+class ClosedSession:
+    """What :attr:`VoiceServer.closed` keeps of a session whose connection ended: its record, not its state."""
+
+    id: str
+    history: History | None  # the conversation (None: the client never said hello)
+    events: list[Event]  # every pipeline event of the session
+    errors: list[str]  # the pipeline's errors
+    close_code: int | None
 
 
 class Connection:
@@ -347,6 +359,30 @@ class Connection:
                 await self.session.aclose()
             if self.recorder is not None:  # the last turns are committed before the session counts as closed
                 await asyncio.to_thread(self.recorder.flush)
+
+    def release(self) -> ClosedSession:
+        """Once :meth:`run` has returned: the session's record, and let go of everything else now.
+
+        The session's state (its echo canceller, VAD streams, audio buffers and
+        playout), the device with its resamplers, the protocol's state, the
+        socket and what it buffered, the finished tasks: the references between
+        them and this connection are cycles, which would otherwise wait for a
+        full garbage collection (rare in a process this size) to be freed.
+        """
+        session = self.session
+        record = ClosedSession(
+            self.id,
+            session.history if session is not None else None,
+            self.events,
+            list(session.errors) if session is not None else [],
+            1008 if self._cut_off else self.close_code,  # (a cut-off client's close may still be under way)
+        )
+        self.session = self.device = self.recorder = self._to_16k = None
+        self.dialect = None
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        self._tasks.clear()
+        return record
 
     # -- carrying out the protocol's actions ------------------------------------
 

@@ -7,19 +7,21 @@ engines (``stand_in_engines.py``): the connection's own logic, in a second.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
 import time
+import weakref
 
 import pytest
 import pytest_asyncio
-from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer
+from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, tone
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 import transport.ws_server as ws_server
-from transport.protocol import Limits
-from transport.ws_server import ServerConfig, VoiceServer
+from transport.protocol import Limits, float_to_pcm16
+from transport.ws_server import ClosedSession, ServerConfig, VoiceServer
 
 SMALL_BUFFER = 4096  # the kernel's socket buffers, both ends: the outbox fills after a few kB, not MBs
 
@@ -129,3 +131,31 @@ async def test_the_outbox_is_counted_in_bytes_and_may_always_hold_one_message(st
         assert conn._cut_off and not conn._outbox
         conn._send(b"\0")  # nothing more is queued
         assert not conn._outbox
+
+
+async def test_a_closed_session_keeps_its_record_not_its_state(start_server):
+    gc.disable()  # freed as the connection ends, not by the cyclic collector (rare in a process this size)
+    try:
+        await _a_session_then_its_record(await start_server(Limits()))
+    finally:
+        gc.enable()
+
+
+async def _a_session_then_its_record(server: VoiceServer) -> None:
+    async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 16000}))
+        ready = json.loads(await ws.recv())
+        conn = server.connections[ready["session"]]
+        session, device, dialect = (weakref.ref(x) for x in (conn.session, conn.device, conn.dialect))
+        assert conn.session._aec is not None  # the echo canceller: native state of its own
+        audio = tone(0.6)
+        for i in range(0, len(audio), 320):
+            await ws.send(float_to_pcm16(audio[i : i + 320]))
+        events = conn.events
+        await _until(lambda: len(events) > 0)  # the session heard it (speech_start)
+    await _until(lambda: ready["session"] in server.closed)
+    record = server.closed[ready["session"]]
+    assert isinstance(record, ClosedSession) and record.close_code == 1000
+    assert record.events and record.history is not None and record.history.to_json() == []
+    del conn
+    assert session() is None and device() is None and dialect() is None
