@@ -53,6 +53,7 @@ from transport.protocol import (
 from voice.core.audio import ASR_RATE
 from voice.core.events import Event
 from voice.core.history import History
+from voice.shell import heap
 from voice.shell.clock import MonotonicClock
 from voice.shell.engines import Engines
 from voice.shell.pump import Pump
@@ -136,6 +137,9 @@ class VoiceServer:
 
     async def start(self) -> None:
         cfg = self.config
+        # What sessions free goes back to the system, not kept in a fragmented heap: chosen by
+        # measurement (scripts/bench_session_memory), the figures in voice/shell/heap.py.
+        heap.tune()
         self._server = await serve(
             self._handle,
             cfg.host,
@@ -282,6 +286,7 @@ class VoiceServer:
             self.closed[conn.id] = conn.release()
             while len(self.closed) > 32:
                 self.closed.pop(next(iter(self.closed)))
+            await heap.after_session()  # (nothing with the heap's default strategy: voice/shell/heap.py)
 
     def rekey(self, conn: Connection, session_id: str) -> None:
         """The connection goes on with a stored conversation: it is known by that id from now on."""
