@@ -47,6 +47,14 @@ class Limits:
     max_ahead_s: float = 2.0  # input buffered ahead of real time; beyond it is dropped
     idle_timeout_s: float = 300.0
     slow_client_s: float = 10.0  # a client this far behind in reading is closed
+    # What may wait to be written to a client (its outbox, in bytes); past it the client is closed
+    # (1008) at once. A client that reads needs little: reply audio is paced to its playback
+    # (at most max_lead_s ahead: 64 kB of base64 PCM16 at 24 kHz), and even without played
+    # reports, over a stall of slow_client_s, that is 0.64 MB; add a message echoing one of the
+    # client's own (max_message_bytes) and a resumed conversation's history (Realtime sends it
+    # as one event per turn, ~0.2 MB an hour of talk): 4 MiB is twice that. A client that does
+    # not read can make the server hold this (and the socket's buffers), not more.
+    max_outbox_bytes: int = 4 << 20
     lead_s: float = 0.12  # default reply audio sent ahead of the played position
     min_lead_s: float = 0.04
     max_lead_s: float = 1.0

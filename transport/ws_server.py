@@ -53,6 +53,8 @@ from transport.protocol import (
 )
 from voice.core.audio import ASR_RATE
 from voice.core.events import Event
+from voice.core.history import History
+from voice.shell import heap
 from voice.shell.clock import MonotonicClock
 from voice.shell.engines import Engines
 from voice.shell.pump import Pump
@@ -62,6 +64,7 @@ log = logging.getLogger("voice.server")
 handshake_log = logging.getLogger("voice.server.http")
 
 WEB_ROOT = Path(__file__).parent / "web"
+CLOSE_GRACE_S = 1.0  # a client closed for not reading has this long to answer the close frame
 
 
 class _OneLineHandshakeLog(logging.LoggerAdapter):
@@ -175,13 +178,16 @@ class VoiceServer:
         self.metrics = metrics
         self.on_event = on_event
         self.connections: dict[str, Connection] = {}
-        # Recently closed sessions, for inspection (and tests): id -> connection.
-        self.closed: dict[str, Connection] = {}
+        # Recently closed sessions, for inspection (and tests): id -> what is kept of it.
+        self.closed: dict[str, ClosedSession] = {}
         self._server: Server | None = None
         self.port = self.config.port
 
     async def start(self) -> None:
         cfg = self.config
+        # What sessions free goes back to the system, not kept in a fragmented heap: chosen by
+        # measurement (scripts/bench_session_memory), the figures in voice/shell/heap.py.
+        heap.tune()
         self._server = await serve(
             self._handle,
             cfg.host,
@@ -329,17 +335,29 @@ class VoiceServer:
                 await ws.close(1011, "internal error")
         finally:
             self.connections.pop(conn.id, None)
-            self.closed[conn.id] = conn
-            while len(self.closed) > 32:
-                self.closed.pop(next(iter(self.closed)))
             if self.metrics is not None:
                 self.metrics.session_closed(conn)
+            self.closed[conn.id] = conn.release()
+            while len(self.closed) > 32:
+                self.closed.pop(next(iter(self.closed)))
+            await heap.after_session()  # (nothing with the heap's default strategy: voice/shell/heap.py)
 
     def rekey(self, conn: Connection, session_id: str) -> None:
         """The connection goes on with a stored conversation: it is known by that id from now on."""
         self.connections.pop(conn.id, None)
         conn.id = session_id
         self.connections[session_id] = conn
+
+
+@dataclass(frozen=True)
+class ClosedSession:
+    """What :attr:`VoiceServer.closed` keeps of a session whose connection ended: its record, not its state."""
+
+    id: str
+    history: History | None  # the conversation (None: the client never said hello)
+    events: list[Event]  # every pipeline event of the session
+    errors: list[str]  # the pipeline's errors
+    close_code: int | None
 
 
 class Connection:
@@ -362,8 +380,11 @@ class Connection:
         self._to_16k: soxr.ResampleStream | None = None
         self._last_rx = time.monotonic()
         self._last_too_fast = -1.0
-        self._outbox: deque[tuple[float, str | bytes]] = deque()
+        self._outbox: deque[tuple[float, str | bytes, int]] = deque()  # (when queued, message, its bytes)
+        self._outbox_bytes = 0  # in the outbox, the message being written included (Limits.max_outbox_bytes)
         self._outbox_ready = asyncio.Event()
+        self._cut_off = False  # closed for not reading what it was sent
+        self._hanging_up: asyncio.Task | None = None
         self._closing = False
         self._tasks: list[asyncio.Task] = []
 
@@ -411,6 +432,30 @@ class Connection:
         if self.failures == 1:
             log.exception("session %s: a client message could not be handled; the session goes on", self.id)
         self._send_error("internal", "this message could not be handled; the session goes on")
+
+    def release(self) -> ClosedSession:
+        """Once :meth:`run` has returned: the session's record, and let go of everything else now.
+
+        The session's state (its echo canceller, VAD streams, audio buffers and
+        playout), the device with its resamplers, the protocol's state, the
+        socket and what it buffered, the finished tasks: the references between
+        them and this connection are cycles, which would otherwise wait for a
+        full garbage collection (rare in a process this size) to be freed.
+        """
+        session = self.session
+        record = ClosedSession(
+            self.id,
+            session.history if session is not None else None,
+            self.events,
+            list(session.errors) if session is not None else [],
+            1008 if self._cut_off else self.close_code,  # (a cut-off client's close may still be under way)
+        )
+        self.session = self.device = self.recorder = self._to_16k = None
+        self.dialect = None
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        self._tasks.clear()
+        return record
 
     # -- carrying out the protocol's actions ------------------------------------
 
@@ -530,8 +575,7 @@ class Connection:
 
     def _check_health(self) -> None:
         if self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
-            self._outbox.clear()
-            self._fatal(1008, "slow_client", f"the client read nothing for {self.limits.slow_client_s:g} s")
+            self._cut_off_now(f"the client read nothing for {self.limits.slow_client_s:g} s")
         elif time.monotonic() - self._last_rx > self.limits.idle_timeout_s:
             self._fatal(1000, "idle_timeout", f"nothing received for {self.limits.idle_timeout_s:g} s")
 
@@ -552,8 +596,15 @@ class Connection:
         self._apply_now(self.dialect.error(code, message, fatal, round(self.clock.now(), 4)))
 
     def _send(self, message: str | bytes) -> None:
-        self._outbox.append((time.monotonic(), message))
+        if self._cut_off:
+            return  # closed for not reading: nothing more is queued
+        size = len(message) if isinstance(message, bytes) or message.isascii() else len(message.encode())
+        self._outbox.append((time.monotonic(), message, size))
+        self._outbox_bytes += size
         self._outbox_ready.set()
+        cap = self.limits.max_outbox_bytes
+        if self._outbox_bytes > cap and len(self._outbox) > 1:  # one message, however large, may always wait
+            self._cut_off_now(f"the client does not read: over {cap} bytes wait to be sent to it")
 
     async def _sender(self) -> None:
         """One writer, in order: events and audio frames keep their order on the wire."""
@@ -561,7 +612,41 @@ class Connection:
             while not self._outbox:
                 self._outbox_ready.clear()
                 await self._outbox_ready.wait()
-            _, message = self._outbox[0]
+            _, message, size = self._outbox[0]  # stays counted while the socket takes it
             await self.ws.send(message)
-            if self._outbox:
+            if self._outbox:  # (emptied if the client was cut off meanwhile)
                 self._outbox.popleft()
+                self._outbox_bytes -= size
+
+    def _cut_off_now(self, why: str) -> None:
+        """Close a client that does not read what it is sent (1008), now, and queue nothing more for it.
+
+        What waits in the outbox is dropped. The fatal ``slow_client`` error is
+        written to the socket behind the message being written and then the
+        close frame, without waiting for the client to read them; if it does
+        not answer the close within a second, the TCP connection is dropped.
+        """
+        if self._cut_off:
+            return
+        self._cut_off = True
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        actions = self.dialect.error("slow_client", why, True, round(self.clock.now(), 4))
+        last = [a.message for a in actions if isinstance(a, Send)]
+        # Not one of the connection's tasks, which end with the session: the close goes on after it.
+        self._hanging_up = asyncio.create_task(self._hang_up(last, 1008, "slow_client"))
+
+    async def _hang_up(self, last: list[str | bytes], code: int, reason: str) -> None:
+        # Each send writes its frame to the transport at its first step, then waits for the client (not awaited).
+        writes = [asyncio.ensure_future(self.ws.send(m)) for m in last]
+        try:
+            await asyncio.sleep(0)  # the writes go first: the close frame comes after them
+            self._closing = True  # the session ends, and the close frame is written in this same step
+            async with asyncio.timeout(CLOSE_GRACE_S):
+                await self.ws.close(code, reason)
+        except TimeoutError:
+            self.ws.transport.abort()
+        finally:
+            for w in writes:
+                w.cancel()
+            await asyncio.gather(*writes, return_exceptions=True)
