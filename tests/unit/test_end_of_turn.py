@@ -159,15 +159,33 @@ def test_answers_of_an_earlier_utterance_do_not_end_the_next():
     assert check2.check != check.check and check2.onset == 2.0
 
 
-def test_a_failed_check_is_asked_again_on_schedule():
-    eot = started()
+def test_a_failed_check_leaves_the_pause_to_silence_and_the_next_pause_is_checked():
+    eot = started(EndOfTurnConfig(max_wait_s=1.0))
     (check,) = pause(eot, 1.06, 0.224)
     assert eot.failed(check.check, 1.3) == []
     assert eot.pending is None
-    assert eot.speech_paused(1.06, 0.512, 1.572) == []
-    (again,) = eot.speech_paused(1.06, 0.544, 1.604)
-    (ep,) = eot.answer(again.check, 0.9, 1.65)
+    assert eot.speech_paused(1.06, 0.544, 1.604) == []  # no re-check in this pause
+    assert eot.speech_paused(1.06, 0.8, 1.86) == []
+    eot.speech_continues(1.9)
+    (again,) = pause(eot, 1.9, 0.224)
+    (ep,) = eot.answer(again.check, 0.9, 2.2)
     assert ep.reason == "model"
+
+
+def test_a_failed_check_still_ends_the_turn_at_max_wait():
+    eot = started(EndOfTurnConfig(max_wait_s=1.0))
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.failed(check.check, 1.3)
+    (ep,) = pause(eot, 1.06, 1.024)[-1:]
+    assert ep.reason == "max_wait" and ep.probability is None
+
+
+def test_a_failure_reported_for_a_stale_check_changes_nothing():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.speech_continues(1.3)
+    eot.failed(check.check, 1.32)
+    assert len(pause(eot, 1.3, 0.224)) == 1  # the new pause is checked
 
 
 def test_max_wait_ends_the_turn_even_with_a_check_in_flight():

@@ -21,6 +21,7 @@ out the commands it returns::
         ─▶ CheckEndOfTurn(check, onset, end, until)   score audio onset..until
     answer(check, p, t)                  p (weighted) ≥ threshold ─▶ Endpoint("model")
                                          below: asked again after recheck_s more silence
+    failed(check, t)                     the model raised: no more checks in this pause
     speech_paused(...)                   silence ≥ max_wait_s ─▶ Endpoint("max_wait")
     speech_continues(t)                  the person goes on: the check in flight is stale
                                          (its answer is ignored), the schedule restarts
@@ -37,14 +38,18 @@ finished after 0.2 s of silence and 6 of 9 after 0.8 s (scripts/bench_turn,
 ``silence`` in docs/bench/bench_turn.json). So a re-check says less than the
 first check; ``recheck_s=None`` asks once per pause, as Pipecat does.
 
-Wiring (not done yet): with this deciding, the endpointer's own hangover
-(``EndpointConfig.hangover_s``) must not end the utterance first: make it at
-least ``max_wait_s``, and call :meth:`EndOfTurn.speech_ended` if it does. On
-an :class:`Endpoint` the hearing front end must leave the utterance too, so
-that the next words start a new one (a ``SpeechStart``): after an endpoint
-this object ignores the frames of the utterance it ended. A check scores the
+Wiring: the hearing front end (``voice/core/hearing.py``, ``Hearing(...,
+end_of_turn=config)``) owns one and feeds it every frame; the endpointer's
+own hangover becomes ``max_wait_s``, so it ends the turn when the model never
+called it finished (and :meth:`EndOfTurn.speech_ended` is called). On an
+:class:`Endpoint` the hearing front end leaves the utterance too
+(``Endpointer.end_now``), so that the next words start a new one (a
+``SpeechStart``): after an endpoint this object ignores the frames of the
+utterance it ended. The session (``voice/shell/session.py``) scores the
 utterance's audio from its onset (with the pre-roll, as Pipecat keeps 0.5 s
-before the speech) to ``until``.
+before the speech) to ``until`` with Smart Turn on a thread of its own, gives
+the early final transcript to :meth:`EndOfTurn.transcript`, and logs each
+answer as an ``end_of_turn_check`` event.
 """
 
 from __future__ import annotations
@@ -248,9 +253,12 @@ class EndOfTurn:
         return []
 
     def failed(self, check: int, t: float) -> list[EndOfTurnCommand]:
-        """The model raised on ``check``: the next check is asked on schedule, and max_wait_s still ends the turn."""
+        """The model raised on ``check``: this pause falls back to silence (no more checks in it;
+        ``max_wait_s`` ends the turn), so a broken model costs one error a pause, never the turn.
+        The next pause is checked again."""
         if check == self._pending:
             self._pending = None
+            self._next_check_s = None
         return []
 
     def speech_ended(self, t: float) -> list[EndOfTurnCommand]:
@@ -259,6 +267,11 @@ class EndOfTurn:
         self._speaking = False
         self._pending = None
         return []
+
+    @property
+    def trails_off(self) -> bool:
+        """Whether the transcript of this pause (if any came) trails off: it weighs the model's answer down."""
+        return self._trails_off()
 
     def _trails_off(self) -> bool:
         return self._text is not None and trails_off(self._text, self.config.continuation_words)
