@@ -278,6 +278,10 @@ def test_config_is_checked():
         EndOfTurnConfig(first_check_s=2.5, max_wait_s=2.0)
     with pytest.raises(ValueError):
         EndOfTurnConfig(recheck_s=0.0)
+    for threshold in (0.0, 1.5):
+        with pytest.raises(ValueError):
+            EndOfTurnConfig(threshold=threshold)
+    assert EndOfTurnConfig(threshold=1.0).threshold == 1.0
 
 
 def test_frames_before_any_speech_do_nothing():

@@ -137,6 +137,8 @@ class EndOfTurnConfig:
             raise ValueError("first_check_s must be positive and below max_wait_s")
         if self.recheck_s is not None and self.recheck_s <= 0.0:
             raise ValueError("recheck_s must be positive (None: one check per pause)")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError("threshold must be a probability above 0")
 
 
 @dataclass(frozen=True)
