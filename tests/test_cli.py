@@ -123,7 +123,7 @@ def test_the_end_of_turn_flags_make_the_session_config():
 
     assert end_of_turn_config(build_parser().parse_args(["--turn-detector", "silence"])) is None
     default = end_of_turn_config(build_parser().parse_args([]))
-    assert default is not None and (default.first_check_s, default.max_wait_s) == (0.2, 2.0)
+    assert default is not None and (default.first_check_s, default.recheck_s, default.max_wait_s) == (0.2, None, 2.0)
     args = build_parser().parse_args(
         [
             "--turn-threshold",

@@ -73,8 +73,15 @@ def test_the_threshold_is_inclusive_and_configurable():
     assert eot.answer(check.check, 0.79, 1.3) == []
 
 
+RECHECK = EndOfTurnConfig(recheck_s=0.3)
+
+
+def test_one_check_per_pause_is_the_default():
+    assert EndOfTurnConfig().recheck_s is None
+
+
 def test_not_finished_asks_again_as_the_silence_grows_then_ends_at_max_wait():
-    eot = started()
+    eot = started(RECHECK)
     asked = []
     end = 1.06
     n = 1
@@ -105,7 +112,7 @@ def test_one_check_per_pause_when_recheck_s_is_none():
 
 
 def test_at_most_one_check_in_flight():
-    eot = started()
+    eot = started(RECHECK)
     (check,) = pause(eot, 1.06, 0.224)
     assert eot.pending == check.check
     # the answer is slow: 0.6 s of silence go by without a second check
@@ -197,7 +204,7 @@ def test_max_wait_ends_the_turn_even_with_a_check_in_flight():
 
 
 def test_a_transcript_that_trails_off_weighs_the_probability_down():
-    eot = started()
+    eot = started(RECHECK)
     (check,) = pause(eot, 1.06, 0.224)
     eot.transcript("I'd like a pizza and", end=1.06)
     assert eot.answer(check.check, 0.8, 1.3) == []  # 0.8 x 0.6 = 0.48

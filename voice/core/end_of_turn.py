@@ -1,13 +1,13 @@
 """The end of the person's turn, by what was said as well as by silence (pure).
 
-Today the endpoint is silence alone: ``EndpointConfig.hangover_s`` (0.5 s) of
-it ends every turn, long enough to add half a second to each reply and short
-enough to cut off a person who pauses mid-sentence. :class:`EndOfTurn` asks an
-end-of-turn model (Smart Turn, ``asr/smart_turn.py``, 70-100 ms a call on
-this CPU) once the VAD has heard a short silence whether the utterance so far is
-a finished turn, and ends it at once if so; if not, it asks again as the
-silence grows, and ends the turn after ``max_wait_s`` of silence whatever the
-model says. A transcript of the utterance that trails off on a conjunction
+By silence alone (``--turn-detector silence``), ``EndpointConfig.hangover_s``
+(0.5 s) of it ends every turn, long enough to add half a second to each reply
+and short enough to cut off a person who pauses mid-sentence. :class:`EndOfTurn`
+asks an end-of-turn model (Smart Turn, ``asr/smart_turn.py``, 70-100 ms a call
+on this CPU) once the VAD has heard a short silence whether the utterance so
+far is a finished turn, and ends it at once if so; if not, it keeps listening
+(with ``recheck_s``, asking again as the silence grows), and ends the turn
+after ``max_wait_s`` of silence whatever the model says. A transcript of the utterance that trails off on a conjunction
 ("and", "but", "so"), an article, a filler or a number being dictated
 weighs the model's probability down.
 
@@ -36,7 +36,10 @@ The model's answer rises with the trailing silence it hears, on unfinished
 speech too: on the shared recordings cut mid-sentence, 2 of 9 cuts read as
 finished after 0.2 s of silence and 6 of 9 after 0.8 s (scripts/bench_turn,
 ``silence`` in docs/bench/bench_turn.json). So a re-check says less than the
-first check; ``recheck_s=None`` asks once per pause, as Pipecat does.
+first check; ``recheck_s=None`` (the default) asks once per pause, as Pipecat
+does: on the whole pipeline, re-checks every 0.3 s cut sentences at pauses
+that one check a pause kept whole (``scripts/bench_endpoint``,
+docs/bench/endpoint.json).
 
 Wiring: the hearing front end (``voice/core/hearing.py``, ``Hearing(...,
 end_of_turn=config)``) owns one and feeds it every frame; the endpointer's
@@ -124,7 +127,11 @@ NUMBER_WORDS = frozenset(
 @dataclass(frozen=True)
 class EndOfTurnConfig:
     first_check_s: float = 0.2  # silence before the first check (Pipecat's VAD stop_secs with Smart Turn)
-    recheck_s: float | None = 0.3  # further silence before each next check (None: one check per pause)
+    # Further silence before each next check (None: one check per pause, as Pipecat). One: on the
+    # real pipeline, re-checks cut 2 of 6 sentences at a 0.6 s pause and 4 of 6 at 1.0 s, and one
+    # check a pause none (the first answer inside a sentence was below 0.5 every time), for the
+    # price of max_wait_s on 2 of 8 finished sentences (scripts/bench_endpoint).
+    recheck_s: float | None = None
     max_wait_s: float = 2.0  # silence that ends the turn whatever the model says
     threshold: float = 0.5  # P(finished) at or above which the turn ends (Pipecat's)
     # A transcript that trails off (continuation words, a number) multiplies the
