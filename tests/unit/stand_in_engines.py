@@ -8,7 +8,8 @@ devices is about their wiring, on virtual time, in milliseconds:
 - the VAD is an energy threshold (a frame louder than -35 dBFS is speech);
 - the recognizer hears a tone's pitch as scripted words;
 - the LLM streams a scripted reply word by word;
-- the TTS turns each word into 0.25 s of a tone, with exact word timings.
+- the TTS turns each word into 0.25 s of a tone, with exact word timings;
+- the end-of-turn model answers scripted probabilities, in order.
 """
 
 from __future__ import annotations
@@ -58,6 +59,22 @@ class StandInRecognizer:
         return self.recognize(audio).text
 
 
+class StandInSmartTurn:
+    """Answers ``probabilities`` in order (then the last one again); an exception in the
+    list is raised instead. ``calls``: the seconds of audio each call was given."""
+
+    def __init__(self, probabilities: list[float | Exception]) -> None:
+        self.probabilities = list(probabilities)
+        self.calls: list[float] = []
+
+    def probability(self, audio: np.ndarray) -> float:
+        self.calls.append(len(audio) / ASR_RATE)
+        p = self.probabilities.pop(0) if len(self.probabilities) > 1 else self.probabilities[0]
+        if isinstance(p, Exception):
+            raise p
+        return p
+
+
 class StandInLLM:
     name = "stand-in"
 
@@ -101,16 +118,18 @@ class StandInEngines:
     asr_partial: StandInRecognizer | None = None
     tts: StandInTTS = field(default_factory=StandInTTS)
     output_rate: int = OUTPUT_RATE
+    smart_turn: StandInSmartTurn | None = None
     partial_budget: PartialBudget = field(default_factory=PartialBudget)
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+    turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
 
     def new_vad(self) -> StandInVAD:
         return StandInVAD()
 
     async def aclose(self) -> None:
-        for ex in (self.final_executor, self.partial_executor, self.tts_executor):
+        for ex in (self.final_executor, self.partial_executor, self.tts_executor, self.turn_executor):
             ex.shutdown(wait=False, cancel_futures=True)
 
 

@@ -30,6 +30,22 @@ def test_start_needs_minimum_speech_and_end_needs_hangover():
     assert abs(end.t - end.end - 0.48) < FRAME_S
 
 
+def test_end_now_leaves_the_utterance_and_the_next_words_start_a_new_one():
+    ep = Endpointer(EndpointConfig(min_speech_s=0.192, hangover_s=2.0), FRAME_S)
+    assert ep.end_now(0.0) is None  # no utterance in progress
+    probs = [0.9] * 10 + [0.0] * 7
+    got = [e for i, p in enumerate(probs) if (e := ep.push(p, i * FRAME_S)) is not None]
+    assert [type(e) for e in got] == [SpeechOnset, SpeechStart]
+    end = ep.end_now(17 * FRAME_S + 0.05)  # an end-of-turn model's answer, between frames
+    assert isinstance(end, SpeechEnd) and abs(end.end - 10 * FRAME_S) < 1e-9 and end.t == 17 * FRAME_S + 0.05
+    assert not ep.in_speech and ep.silence_s == 0.0 and ep.end_now(1.0) is None
+    # More silence ends nothing more; the next voiced frames must make the minimum again.
+    later = [ep.push(p, (17 + i) * FRAME_S) for i, p in enumerate([0.0] * 70 + [0.9] * 6)]
+    starts = [e for e in later if isinstance(e, SpeechStart)]
+    assert [type(e) for e in later if e is not None] == [SpeechOnset, SpeechStart]
+    assert abs(starts[0].onset - 87 * FRAME_S) < 1e-9
+
+
 def test_a_short_burst_is_not_speech():
     assert run([0.0] * 5 + [0.9] * 4 + [0.0] * 30) == []
 

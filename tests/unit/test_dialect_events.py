@@ -19,6 +19,7 @@ from voice.core.events import (
     AsrPartial,
     Backchannel,
     BargeIn,
+    EndOfTurnCheck,
     Error,
     Event,
     InterruptionCheck,
@@ -176,6 +177,7 @@ def test_ws_sends_each_public_event_as_documented(ws, event, frame):
         PlaybackStart(2.02, response=1),
         PlaybackEnd(4.0, response=1),
         InterruptionCheck(3.0, utterance=2, text="stop", no_speech_prob=0.1),
+        EndOfTurnCheck(1.7, utterance=1, probability=0.91, silence_s=0.224, decision="end"),
         LlmCancelled(3.3, response=1),
         TtsCancelled(3.3, response=1, chunks_dropped=1),
     ],
@@ -187,7 +189,16 @@ def test_ws_keeps_the_servers_own_events_to_itself(ws, event):
 
 def test_ws_tells_the_client_of_every_event_but_the_servers_own():
     told = set(PUBLIC_EVENTS) | {Error}
-    own = {LlmFirstToken, LlmDone, PlaybackStart, PlaybackEnd, InterruptionCheck, LlmCancelled, TtsCancelled}
+    own = {
+        LlmFirstToken,
+        LlmDone,
+        PlaybackStart,
+        PlaybackEnd,
+        InterruptionCheck,
+        EndOfTurnCheck,
+        LlmCancelled,
+        TtsCancelled,
+    }
     assert told | own == set(EVENTS.values()) and not told & own
 
 
@@ -401,6 +412,7 @@ def test_rt_a_pipeline_error_is_a_server_error(rt):
         PlaybackResumed(3.1, response=1, reason="noise"),
         PlaybackStopped(3.3, response=1),
         InterruptionCheck(3.0, utterance=2, text="stop", no_speech_prob=0.1),
+        EndOfTurnCheck(1.7, utterance=1, probability=0.91, silence_s=0.224, decision="end"),
         Backchannel(3.1, utterance=2, text="okay"),
         LlmCancelled(3.3, response=1),
         TtsCancelled(3.3, response=1, chunks_dropped=1),

@@ -73,8 +73,15 @@ def test_the_threshold_is_inclusive_and_configurable():
     assert eot.answer(check.check, 0.79, 1.3) == []
 
 
+RECHECK = EndOfTurnConfig(recheck_s=0.3)
+
+
+def test_one_check_per_pause_is_the_default():
+    assert EndOfTurnConfig().recheck_s is None
+
+
 def test_not_finished_asks_again_as_the_silence_grows_then_ends_at_max_wait():
-    eot = started()
+    eot = started(RECHECK)
     asked = []
     end = 1.06
     n = 1
@@ -105,7 +112,7 @@ def test_one_check_per_pause_when_recheck_s_is_none():
 
 
 def test_at_most_one_check_in_flight():
-    eot = started()
+    eot = started(RECHECK)
     (check,) = pause(eot, 1.06, 0.224)
     assert eot.pending == check.check
     # the answer is slow: 0.6 s of silence go by without a second check
@@ -159,15 +166,33 @@ def test_answers_of_an_earlier_utterance_do_not_end_the_next():
     assert check2.check != check.check and check2.onset == 2.0
 
 
-def test_a_failed_check_is_asked_again_on_schedule():
-    eot = started()
+def test_a_failed_check_leaves_the_pause_to_silence_and_the_next_pause_is_checked():
+    eot = started(EndOfTurnConfig(max_wait_s=1.0))
     (check,) = pause(eot, 1.06, 0.224)
     assert eot.failed(check.check, 1.3) == []
     assert eot.pending is None
-    assert eot.speech_paused(1.06, 0.512, 1.572) == []
-    (again,) = eot.speech_paused(1.06, 0.544, 1.604)
-    (ep,) = eot.answer(again.check, 0.9, 1.65)
+    assert eot.speech_paused(1.06, 0.544, 1.604) == []  # no re-check in this pause
+    assert eot.speech_paused(1.06, 0.8, 1.86) == []
+    eot.speech_continues(1.9)
+    (again,) = pause(eot, 1.9, 0.224)
+    (ep,) = eot.answer(again.check, 0.9, 2.2)
     assert ep.reason == "model"
+
+
+def test_a_failed_check_still_ends_the_turn_at_max_wait():
+    eot = started(EndOfTurnConfig(max_wait_s=1.0))
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.failed(check.check, 1.3)
+    (ep,) = pause(eot, 1.06, 1.024)[-1:]
+    assert ep.reason == "max_wait" and ep.probability is None
+
+
+def test_a_failure_reported_for_a_stale_check_changes_nothing():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.speech_continues(1.3)
+    eot.failed(check.check, 1.32)
+    assert len(pause(eot, 1.3, 0.224)) == 1  # the new pause is checked
 
 
 def test_max_wait_ends_the_turn_even_with_a_check_in_flight():
@@ -179,7 +204,7 @@ def test_max_wait_ends_the_turn_even_with_a_check_in_flight():
 
 
 def test_a_transcript_that_trails_off_weighs_the_probability_down():
-    eot = started()
+    eot = started(RECHECK)
     (check,) = pause(eot, 1.06, 0.224)
     eot.transcript("I'd like a pizza and", end=1.06)
     assert eot.answer(check.check, 0.8, 1.3) == []  # 0.8 x 0.6 = 0.48
@@ -260,6 +285,10 @@ def test_config_is_checked():
         EndOfTurnConfig(first_check_s=2.5, max_wait_s=2.0)
     with pytest.raises(ValueError):
         EndOfTurnConfig(recheck_s=0.0)
+    for threshold in (0.0, 1.5):
+        with pytest.raises(ValueError):
+            EndOfTurnConfig(threshold=threshold)
+    assert EndOfTurnConfig(threshold=1.0).threshold == 1.0
 
 
 def test_frames_before_any_speech_do_nothing():

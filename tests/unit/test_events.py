@@ -14,6 +14,7 @@ from voice.core.events import (
     AsrPartial,
     Backchannel,
     BargeIn,
+    EndOfTurnCheck,
     Error,
     Event,
     EventError,
@@ -45,6 +46,21 @@ WIRE: list[tuple[Event, str]] = [
     (
         SpeechStart(1.23456, onset=0.98765, utterance=1),
         '{"t": 1.2346, "type": "speech_start", "onset": 0.988, "utterance": 1}',
+    ),
+    (
+        EndOfTurnCheck(2.2, utterance=1, probability=0.12345, silence_s=0.2240001, decision="wait"),
+        '{"t": 2.2, "type": "end_of_turn_check", "utterance": 1, "probability": 0.123, "silence_s": 0.224,'
+        ' "decision": "wait"}',
+    ),
+    (
+        EndOfTurnCheck(2.5, utterance=1, probability=0.9, silence_s=0.512, decision="wait", trails_off=True),
+        '{"t": 2.5, "type": "end_of_turn_check", "utterance": 1, "probability": 0.9, "silence_s": 0.512,'
+        ' "decision": "wait", "trails_off": true}',
+    ),
+    (
+        EndOfTurnCheck(2.3, utterance=1, probability=None, silence_s=0.224, decision="failed"),
+        '{"t": 2.3, "type": "end_of_turn_check", "utterance": 1, "probability": null, "silence_s": 0.224,'
+        ' "decision": "failed"}',
     ),
     (
         SpeechEnd(2.5, end=2.0, utterance=1),
@@ -175,7 +191,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 21
+    assert len(EVENTS) == 22
 
 
 def test_numbers_are_rounded_when_the_event_is_made():

@@ -1,4 +1,5 @@
-"""The hearing front end on recorded frames: speech edges, loudness, the echo gate's wiring, the partial budget.
+"""The hearing front end on recorded frames: speech edges, loudness, the echo gate's wiring, the partial
+budget, the end-of-turn model's checks (answered with scripted probabilities).
 
 The VAD is a stand-in (an energy threshold, see ``stand_in_engines.py``):
 what is tested is what :class:`~voice.core.hearing.Hearing` does with the
@@ -16,6 +17,7 @@ from stand_in_engines import StandInVAD, silence
 from transport.files import load_audio
 from voice.core.audio import ASR_BLOCK, ASR_RATE
 from voice.core.echo_gate import EchoGate
+from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig, SpeechOnset, SpeechStart
 from voice.core.hearing import FRAME_S, Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.partials import PartialBudget, PartialConfig
@@ -123,3 +125,136 @@ def test_a_failed_partial_only_releases_its_budget():
     ][:1]
     assert hearing.partial_finished(due.policy, None) is None
     assert budget.in_flight == 0 and not due.policy.running
+
+
+# -- the end of the turn: an end-of-turn model's answers, scripted ------------------
+
+EOT = EndOfTurnConfig(first_check_s=0.2, recheck_s=0.3, max_wait_s=1.5)
+
+
+def feed_answering(hearing: Hearing, audio: np.ndarray, answers: list[float | None]) -> tuple[list, list]:
+    """Feed ``audio``; each end-of-turn check is answered at once, in order, with ``answers``
+    (None: the model failed), at the end of the frame that asked for it. Returns what was
+    heard (the endpoint a check returns included, in its place) and each (check, TurnChecked)."""
+    heard, checked = [], []
+    answers = list(answers)
+    for i in range(0, len(audio), ASR_BLOCK):
+        block = audio[i : i + ASR_BLOCK]
+        for h in hearing.push(block, block, np.zeros(len(block), dtype=np.float32), False):
+            heard.append(h)
+            if isinstance(h, CheckEndOfTurn):
+                result = hearing.turn_checked(h, answers.pop(0), hearing.heard_s)
+                checked.append((h, result))
+                if result.ended is not None:
+                    heard.append(result.ended)
+    return heard, checked
+
+
+def question(after_s: float = 2.5) -> np.ndarray:
+    return np.concatenate([silence(0.5), load_audio(QUESTION), silence(after_s)])
+
+
+def test_without_an_end_of_turn_model_nothing_is_checked_and_the_hangover_ends_the_turn():
+    hearing = Hearing(EndpointConfig(), StandInVAD())
+    heard = feed(hearing, question())
+    assert not [h for h in heard if isinstance(h, CheckEndOfTurn)]
+    (end,) = [h for h in heard if isinstance(h, Ended)]
+    assert end.t - end.end == pytest.approx(0.5, abs=FRAME_S)
+    with pytest.raises(ValueError):
+        hearing.turn_checked(CheckEndOfTurn(1, 0.5, 1.0, 1.2), 0.9, 1.3)
+
+
+def test_a_finished_answer_is_the_endpoint_at_the_first_check():
+    audio = question()
+    _, last = speech_span(audio)
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    heard, checked = feed_answering(hearing, audio, [0.9])
+    (start,) = [h for h in heard if isinstance(h, SpeechStart)]
+    ((check, result),) = checked
+    # The check scores the utterance from its onset to the end of the frame that asked for it.
+    assert check.onset == start.onset and check.end == pytest.approx(last, abs=FRAME_S)
+    assert check.until - check.end == pytest.approx(EOT.first_check_s, abs=FRAME_S)
+    assert result.decision == "end" and not result.trails_off
+    (end,) = [h for h in heard if isinstance(h, Ended)]
+    assert end is result.ended and end.end == check.end and end.t == pytest.approx(check.until)
+    # With the same loudness figures as the hangover's endpoint on the same audio.
+    (by_silence,) = [h for h in feed(Hearing(EndpointConfig(), StandInVAD()), audio) if isinstance(h, Ended)]
+    assert (end.end, end.level_db, end.background_db) == (by_silence.end, by_silence.level_db, None)
+    # The utterance is over: the rest of the silence reports nothing, and nothing more is checked.
+    assert heard[-1] is end and not hearing.endpointer.in_speech
+
+
+def test_the_next_words_after_an_endpoint_start_a_new_utterance():
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    audio = np.concatenate([question(after_s=0.5), load_audio(QUESTION), silence(0.5)])
+    heard, checked = feed_answering(hearing, audio, [0.9, 0.9])
+    starts = [h for h in heard if isinstance(h, SpeechStart)]
+    ends = [h for h in heard if isinstance(h, Ended)]
+    assert len(starts) == len(ends) == 2 and [r.decision for _, r in checked] == ["end", "end"]
+    assert checked[1][0].onset == starts[1].onset  # the second check scores the second utterance only
+
+
+def test_not_finished_asks_again_and_silence_ends_the_turn_at_max_wait():
+    audio = question()
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    heard, checked = feed_answering(hearing, audio, [0.1, 0.2, 0.3, 0.4, 0.45])
+    silences = [round(c.until - c.end, 3) for c, _ in checked]
+    # At 0.2 s, then every 0.3 s more (whole frames), until max_wait_s.
+    assert silences == pytest.approx([0.224, 0.544, 0.864, 1.184], abs=0.001)
+    assert all(r.decision == "wait" and r.ended is None for _, r in checked)
+    (end,) = [h for h in heard if isinstance(h, Ended)]
+    assert end.t - end.end == pytest.approx(EOT.max_wait_s, abs=FRAME_S)
+    assert hearing.endpointer.config.hangover_s == EOT.max_wait_s  # the hangover is the fallback
+
+
+def test_speech_resuming_makes_the_check_in_flight_stale():
+    """A 0.6 s pause inside a sentence: its check is answered only once the person has
+    gone on (an answer that finished, had it come in time): it changes nothing."""
+    first, rest = load_audio(QUESTION)[:ASR_RATE], load_audio(QUESTION)[ASR_RATE:]
+    audio = np.concatenate([silence(0.5), first, silence(0.6), rest, silence(2.0)])
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    held: list[CheckEndOfTurn] = []
+    heard, results = [], []
+    for i in range(0, len(audio), ASR_BLOCK):
+        block = audio[i : i + ASR_BLOCK]
+        for h in hearing.push(block, block, np.zeros(len(block), dtype=np.float32), False):
+            heard.append(h)
+            if isinstance(h, CheckEndOfTurn):
+                held.append(h)
+            elif isinstance(h, SpeechContinues) and held and not results:  # the person went on: now it answers
+                results.append(hearing.turn_checked(held[0], 0.99, hearing.heard_s))
+    (late,) = results
+    assert late.decision == "stale" and late.ended is None
+    # The pause's check, then the sentence's end: one utterance, still going until it is answered.
+    assert len(held) == 2 and held[1].onset == held[0].onset and held[1].end > held[0].until
+    assert len([h for h in heard if isinstance(h, SpeechStart)]) == 1
+    assert hearing.turn_checked(held[1], 0.99, hearing.heard_s).decision == "stale"  # max_wait_s ended it
+
+
+def test_a_failed_check_leaves_the_pause_to_silence():
+    audio = question()
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    heard, checked = feed_answering(hearing, audio, [None])
+    ((_, result),) = checked
+    assert result.decision == "failed" and result.ended is None
+    (end,) = [h for h in heard if isinstance(h, Ended)]
+    assert end.t - end.end == pytest.approx(EOT.max_wait_s, abs=FRAME_S)  # the turn is kept
+
+
+def test_a_transcript_that_trails_off_weighs_the_answer_down():
+    audio = question()
+    hearing = Hearing(EndpointConfig(), StandInVAD(), end_of_turn=EOT)
+    heard = []
+    for i in range(0, len(audio), ASR_BLOCK):
+        block = audio[i : i + ASR_BLOCK]
+        for h in hearing.push(block, block, np.zeros(len(block), dtype=np.float32), False):
+            heard.append(h)
+            if isinstance(h, SpeechPaused) and h.silence_s >= 0.128 and h.silence_s < 0.16:
+                hearing.transcript("for the twentieth time that evening and", h.end)  # the early final
+            if isinstance(h, CheckEndOfTurn):
+                result = hearing.turn_checked(h, 0.7, hearing.heard_s)
+                break
+        else:
+            continue
+        break
+    assert result.decision == "wait" and result.trails_off  # 0.7 x 0.6 < 0.5

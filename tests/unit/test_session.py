@@ -12,13 +12,25 @@ from typing import TypeVar
 
 import numpy as np
 import pytest
-from stand_in_engines import OUTPUT_RATE, WORD_S, StandInEngines, StandInLLM, StandInRecognizer, silence, tone
+from stand_in_engines import (
+    OUTPUT_RATE,
+    WORD_S,
+    StandInEngines,
+    StandInLLM,
+    StandInRecognizer,
+    StandInSmartTurn,
+    silence,
+    tone,
+)
 
 from transport.replay import ReplayDevice, replay
 from voice.core.audio import ASR_BLOCK, BLOCK_S
+from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.events import (
     AsrFinal,
     BargeIn,
+    EndOfTurnCheck,
+    Error,
     Event,
     PlaybackEnd,
     PlaybackPaused,
@@ -35,13 +47,23 @@ from voice.shell.session import Session, SessionConfig
 
 E = TypeVar("E", bound=Event)
 
-QUESTION_HZ, INTERRUPTION_HZ, COUGH_HZ = 300, 700, 1500
+QUESTION_HZ, INTERRUPTION_HZ, COUGH_HZ, TRAILING_HZ = 300, 700, 1500, 500
 REPLY = "It is noon now and the sun is high in the sky today."
-WORDS = {QUESTION_HZ: "what time is it", INTERRUPTION_HZ: "stop wait a moment", COUGH_HZ: ""}
+WORDS = {
+    QUESTION_HZ: "what time is it",
+    INTERRUPTION_HZ: "stop wait a moment",
+    COUGH_HZ: "",
+    TRAILING_HZ: "I would like a coffee and",
+}
 
 
-def make_session(reply: str = "It is noon. Have a good day.", echo_cancel: bool = False, **config) -> Session:
-    engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]))
+def make_session(
+    reply: str = "It is noon. Have a good day.",
+    echo_cancel: bool = False,
+    smart_turn: StandInSmartTurn | None = None,
+    **config,
+) -> Session:
+    engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), smart_turn=smart_turn)
     events: list[Event] = []
     cfg = SessionConfig(echo_cancel=echo_cancel, **config)
     session = Session(engines, VirtualClock(), cfg, events.append, lockstep=True)  # type: ignore[arg-type]
@@ -217,3 +239,77 @@ async def test_partials_are_shed_over_sessions_sharing_one_budget():
     assert a.engines.partial_budget.in_flight == 0
     await a.aclose()
     await b.aclose()
+
+
+# -- the end of the turn, decided by a (stand-in) end-of-turn model -----------------------
+
+EOT = EndOfTurnConfig(first_check_s=0.2, recheck_s=0.3, max_wait_s=1.5)
+
+
+def turn_session(probabilities: list[float | Exception], **config) -> Session:
+    return make_session(smart_turn=StandInSmartTurn(probabilities), end_of_turn=EOT, **config)
+
+
+async def test_a_finished_turn_ends_at_the_first_check_and_is_answered():
+    session = turn_session([0.9])
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    (check,) = of(session, EndOfTurnCheck)
+    (end,) = of(session, SpeechEnd)
+    assert (check.decision, check.probability, check.utterance) == ("end", 0.9, 1)
+    assert check.silence_s == pytest.approx(0.2, abs=0.032)
+    assert end.t == check.t and end.t - end.end < 0.25  # not the 0.5 s hangover
+    assert session.events.index(check) < session.events.index(end)  # type: ignore[attr-defined]
+    assert (session.history.turns[0].role, session.history.turns[0].text) == ("user", "what time is it")
+    # The model heard the utterance with its pre-roll, up to the check.
+    (start,) = of(session, SpeechStart)
+    (heard_s,) = session.engines.smart_turn.calls  # type: ignore[attr-defined]
+    preroll = session.config.endpoint.preroll_s
+    assert heard_s == pytest.approx(end.end + check.silence_s - (start.onset - preroll), abs=0.001)
+
+
+async def test_a_pause_the_model_calls_unfinished_keeps_one_turn():
+    session = turn_session([0.1])
+    audio = np.concatenate([silence(0.5), tone(0.8, hz=QUESTION_HZ), silence(0.6), tone(0.6, hz=QUESTION_HZ)])
+    await run(session, np.concatenate([audio, silence(0.2)]))
+    assert len(of(session, SpeechStart)) == len(of(session, SpeechEnd)) == 1
+    assert [t.role for t in session.history.turns] == ["user", "assistant"]
+    checks = of(session, EndOfTurnCheck)
+    assert [c.decision for c in checks] == ["wait"] * len(checks) and len(checks) >= 2
+    # Nobody called it finished: the silence did, at max_wait_s.
+    (end,) = of(session, SpeechEnd)
+    assert end.t - end.end == pytest.approx(EOT.max_wait_s, abs=BLOCK_S + 0.032)
+
+
+async def test_a_failed_check_is_reported_and_the_turn_ends_at_max_wait():
+    session = turn_session([RuntimeError("onnx")])
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    (error,) = of(session, Error)
+    assert error.where == "end_of_turn" and "onnx" in error.message
+    (check,) = of(session, EndOfTurnCheck)  # one failure a pause: it is left to silence
+    assert check.decision == "failed" and check.probability is None
+    (end,) = of(session, SpeechEnd)
+    assert end.t - end.end == pytest.approx(EOT.max_wait_s, abs=BLOCK_S + 0.032)
+    assert (session.history.turns[0].role, session.history.turns[0].text) == ("user", "what time is it")
+
+
+async def test_the_early_transcript_weighs_in():
+    """The early final ("... and") is ready before the first check: 0.7 is not sure enough."""
+    session = turn_session([0.7, 0.95])
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=TRAILING_HZ), silence(0.2)]))
+    first, second = of(session, EndOfTurnCheck)[:2]
+    assert (first.decision, first.trails_off) == ("wait", True)
+    assert (second.decision, second.trails_off) == ("end", True)  # 0.95 x 0.6 >= 0.5
+
+
+async def test_silence_alone_is_the_default_and_needs_no_model():
+    session = make_session()
+    assert session.config.end_of_turn is None
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    assert of(session, EndOfTurnCheck) == []
+    (end,) = of(session, SpeechEnd)
+    assert end.t - end.end == pytest.approx(session.config.endpoint.hangover_s, abs=BLOCK_S + 0.032)
+
+
+def test_end_of_turn_decisions_without_the_model_are_refused():
+    with pytest.raises(ValueError, match="end-of-turn model"):
+        make_session(end_of_turn=EOT)

@@ -31,6 +31,7 @@ from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.latency import format_table, turn_latencies
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
+from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
 from voice.core.events import AsrFinal, Backchannel, BargeIn, Error, Event, PlaybackResumed, Truncate, TtsChunk
 from voice.core.turns import BargeInPolicy
@@ -105,7 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=round(EndpointConfig.min_speech_s * 1000),
         help="speech needed to start a turn, or to judge speech over the reply (barge-in minimum)",
     )
-    p.add_argument("--hangover-ms", type=int, default=round(EndpointConfig.hangover_s * 1000))
+    p.add_argument(
+        "--hangover-ms",
+        type=int,
+        default=round(EndpointConfig.hangover_s * 1000),
+        help="silence that ends the turn with --turn-detector silence",
+    )
     p.add_argument("--preroll-ms", type=int, default=round(EndpointConfig.preroll_s * 1000))
     p.add_argument("--echo-db", type=float, help="replay: add the reply back into the microphone at this level")
     p.add_argument("--echo-delay-ms", type=float, default=30.0, help="replay: delay of that echo path")
@@ -121,6 +127,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=round(EndpointConfig.onset_s * 1000),
         help="voiced sound over the reply this long pauses it at once (resumed if it is not speech)",
+    )
+    turns = p.add_argument_group("end of turn")
+    turns.add_argument(
+        "--turn-detector",
+        choices=["smart-turn", "silence"],
+        default="smart-turn",
+        help="what ends the person's turn: Smart Turn after a short silence, or silence alone (--hangover-ms)",
+    )
+    turns.add_argument(
+        "--turn-threshold",
+        type=float,
+        default=EndOfTurnConfig.threshold,
+        help="Smart Turn's probability that the turn is finished at or above which it ends",
+    )
+    turns.add_argument(
+        "--turn-first-check-ms",
+        type=int,
+        default=round(EndOfTurnConfig.first_check_s * 1000),
+        help="silence before Smart Turn is first asked",
+    )
+    turns.add_argument(
+        "--turn-recheck-ms",
+        type=int,
+        default=round((EndOfTurnConfig.recheck_s or 0) * 1000),
+        help="further silence before it is asked again (0: once a pause)",
+    )
+    turns.add_argument(
+        "--turn-max-wait-ms",
+        type=int,
+        default=round(EndOfTurnConfig.max_wait_s * 1000),
+        help="silence that ends the turn whatever Smart Turn says",
     )
     local = p.add_argument_group("microphone and speaker (the default mode)")
     local.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
@@ -413,6 +450,18 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     return code
 
 
+def end_of_turn_config(args: argparse.Namespace) -> EndOfTurnConfig | None:
+    """The end-of-turn decisions the flags ask for (None: silence alone). Raises ValueError."""
+    if args.turn_detector == "silence":
+        return None
+    return EndOfTurnConfig(
+        first_check_s=args.turn_first_check_ms / 1000,
+        recheck_s=args.turn_recheck_ms / 1000 if args.turn_recheck_ms > 0 else None,
+        max_wait_s=args.turn_max_wait_ms / 1000,
+        threshold=args.turn_threshold,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.verbose:
@@ -440,10 +489,15 @@ def main(argv: list[str] | None = None) -> int:
             audio = load_audio(args.replay)
         except AudioInputError as e:
             return fail(str(e))
+    try:
+        end_of_turn = end_of_turn_config(args)
+    except ValueError as e:
+        return fail(f"--turn-*: {e}")
     urls = args.llm_url or []
     engine_cfg = EngineConfig(
         asr_model=args.asr_model,
         partial_model=None if args.partial_model == "none" else args.partial_model,
+        smart_turn=end_of_turn is not None,
         voice=args.voice,
         llm_model=args.llm_model,
         llm_url=urls[0] if urls else None,
@@ -463,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     session_cfg = SessionConfig(
         endpoint=endpoint,
+        end_of_turn=end_of_turn,
         barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
         echo_cancel=not args.no_aec,
         early_final_s=None if args.no_early_final else SessionConfig.early_final_s,

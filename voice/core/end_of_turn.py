@@ -1,13 +1,13 @@
 """The end of the person's turn, by what was said as well as by silence (pure).
 
-Today the endpoint is silence alone: ``EndpointConfig.hangover_s`` (0.5 s) of
-it ends every turn, long enough to add half a second to each reply and short
-enough to cut off a person who pauses mid-sentence. :class:`EndOfTurn` asks an
-end-of-turn model (Smart Turn, ``asr/smart_turn.py``, 70-100 ms a call on
-this CPU) once the VAD has heard a short silence whether the utterance so far is
-a finished turn, and ends it at once if so; if not, it asks again as the
-silence grows, and ends the turn after ``max_wait_s`` of silence whatever the
-model says. A transcript of the utterance that trails off on a conjunction
+By silence alone (``--turn-detector silence``), ``EndpointConfig.hangover_s``
+(0.5 s) of it ends every turn, long enough to add half a second to each reply
+and short enough to cut off a person who pauses mid-sentence. :class:`EndOfTurn`
+asks an end-of-turn model (Smart Turn, ``asr/smart_turn.py``, 70-100 ms a call
+on this CPU) once the VAD has heard a short silence whether the utterance so
+far is a finished turn, and ends it at once if so; if not, it keeps listening
+(with ``recheck_s``, asking again as the silence grows), and ends the turn
+after ``max_wait_s`` of silence whatever the model says. A transcript of the utterance that trails off on a conjunction
 ("and", "but", "so"), an article, a filler or a number being dictated
 weighs the model's probability down.
 
@@ -21,6 +21,7 @@ out the commands it returns::
         ─▶ CheckEndOfTurn(check, onset, end, until)   score audio onset..until
     answer(check, p, t)                  p (weighted) ≥ threshold ─▶ Endpoint("model")
                                          below: asked again after recheck_s more silence
+    failed(check, t)                     the model raised: no more checks in this pause
     speech_paused(...)                   silence ≥ max_wait_s ─▶ Endpoint("max_wait")
     speech_continues(t)                  the person goes on: the check in flight is stale
                                          (its answer is ignored), the schedule restarts
@@ -35,16 +36,23 @@ The model's answer rises with the trailing silence it hears, on unfinished
 speech too: on the shared recordings cut mid-sentence, 2 of 9 cuts read as
 finished after 0.2 s of silence and 6 of 9 after 0.8 s (scripts/bench_turn,
 ``silence`` in docs/bench/bench_turn.json). So a re-check says less than the
-first check; ``recheck_s=None`` asks once per pause, as Pipecat does.
+first check; ``recheck_s=None`` (the default) asks once per pause, as Pipecat
+does: on the whole pipeline, re-checks every 0.3 s cut sentences at pauses
+that one check a pause kept whole (``scripts/bench_endpoint``,
+docs/bench/endpoint.json).
 
-Wiring (not done yet): with this deciding, the endpointer's own hangover
-(``EndpointConfig.hangover_s``) must not end the utterance first: make it at
-least ``max_wait_s``, and call :meth:`EndOfTurn.speech_ended` if it does. On
-an :class:`Endpoint` the hearing front end must leave the utterance too, so
-that the next words start a new one (a ``SpeechStart``): after an endpoint
-this object ignores the frames of the utterance it ended. A check scores the
+Wiring: the hearing front end (``voice/core/hearing.py``, ``Hearing(...,
+end_of_turn=config)``) owns one and feeds it every frame; the endpointer's
+own hangover becomes ``max_wait_s``, so it ends the turn when the model never
+called it finished (and :meth:`EndOfTurn.speech_ended` is called). On an
+:class:`Endpoint` the hearing front end leaves the utterance too
+(``Endpointer.end_now``), so that the next words start a new one (a
+``SpeechStart``): after an endpoint this object ignores the frames of the
+utterance it ended. The session (``voice/shell/session.py``) scores the
 utterance's audio from its onset (with the pre-roll, as Pipecat keeps 0.5 s
-before the speech) to ``until``.
+before the speech) to ``until`` with Smart Turn on a thread of its own, gives
+the early final transcript to :meth:`EndOfTurn.transcript`, and logs each
+answer as an ``end_of_turn_check`` event.
 """
 
 from __future__ import annotations
@@ -119,7 +127,11 @@ NUMBER_WORDS = frozenset(
 @dataclass(frozen=True)
 class EndOfTurnConfig:
     first_check_s: float = 0.2  # silence before the first check (Pipecat's VAD stop_secs with Smart Turn)
-    recheck_s: float | None = 0.3  # further silence before each next check (None: one check per pause)
+    # Further silence before each next check (None: one check per pause, as Pipecat). One: on the
+    # real pipeline, re-checks cut 2 of 6 sentences at a 0.6 s pause and 4 of 6 at 1.0 s, and one
+    # check a pause none (the first answer inside a sentence was below 0.5 every time), for the
+    # price of max_wait_s on 2 of 8 finished sentences (scripts/bench_endpoint).
+    recheck_s: float | None = None
     max_wait_s: float = 2.0  # silence that ends the turn whatever the model says
     threshold: float = 0.5  # P(finished) at or above which the turn ends (Pipecat's)
     # A transcript that trails off (continuation words, a number) multiplies the
@@ -132,6 +144,8 @@ class EndOfTurnConfig:
             raise ValueError("first_check_s must be positive and below max_wait_s")
         if self.recheck_s is not None and self.recheck_s <= 0.0:
             raise ValueError("recheck_s must be positive (None: one check per pause)")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError("threshold must be a probability above 0")
 
 
 @dataclass(frozen=True)
@@ -248,9 +262,12 @@ class EndOfTurn:
         return []
 
     def failed(self, check: int, t: float) -> list[EndOfTurnCommand]:
-        """The model raised on ``check``: the next check is asked on schedule, and max_wait_s still ends the turn."""
+        """The model raised on ``check``: this pause falls back to silence (no more checks in it;
+        ``max_wait_s`` ends the turn), so a broken model costs one error a pause, never the turn.
+        The next pause is checked again."""
         if check == self._pending:
             self._pending = None
+            self._next_check_s = None
         return []
 
     def speech_ended(self, t: float) -> list[EndOfTurnCommand]:
@@ -259,6 +276,11 @@ class EndOfTurn:
         self._speaking = False
         self._pending = None
         return []
+
+    @property
+    def trails_off(self) -> bool:
+        """Whether the transcript of this pause (if any came) trails off: it weighs the model's answer down."""
+        return self._trails_off()
 
     def _trails_off(self) -> bool:
         return self._text is not None and trails_off(self._text, self.config.continuation_words)

@@ -5,8 +5,9 @@ them into confirmed edges with hysteresis. Speech starts once ``min_speech_s``
 of frames above ``threshold`` have been heard, gaps shorter than
 ``start_gap_s`` between them allowed (a short word, a stop consonant), and its
 onset is the first of those frames. It ends once the probability stayed below
-``threshold - 0.15`` for ``hangover_s``. Edge times are exact frame times on the
-session's timeline.
+``threshold - 0.15`` for ``hangover_s``, or when the caller ends it with
+:meth:`Endpointer.end_now` (an end-of-turn model said the turn is over). Edge
+times are exact frame times on the session's timeline.
 
 Before a start is confirmed, :class:`SpeechOnset` says early that speech may
 be starting (``onset_s`` of voiced frames), and :class:`OnsetDropped` that it
@@ -116,3 +117,14 @@ class Endpointer:
             self._run_start = None
             return SpeechEnd(self._last_voiced_end, end_t)
         return None
+
+    def end_now(self, t: float) -> SpeechEnd | None:
+        """End the utterance in progress at ``t``, before its hangover (an end-of-turn model
+        decided the turn is over): the next voiced frames start a new utterance, with a new
+        minimum. None when no utterance is in progress."""
+        if not self.in_speech:
+            return None
+        self.in_speech = False
+        self._run_start = None
+        self.silence_s = 0.0
+        return SpeechEnd(self._last_voiced_end, t)

@@ -33,6 +33,10 @@ from typing import Any, ClassVar, Literal
 BargeInReason = Literal["words", "client", "truncate", "closed"]
 # Why a paused reply played on: no words (a cough, a click, noise), or a backchannel.
 ResumeReason = Literal["noise", "backchannel"]
+# What an end-of-turn check decided: the turn is over (the endpoint now), not yet
+# (keep listening), or nothing: the person went on speaking before the answer
+# came (stale), or the model raised (failed: the pause is left to silence).
+EndOfTurnDecision = Literal["end", "wait", "stale", "failed"]
 
 
 def rounded(digits: int) -> Any:
@@ -105,6 +109,21 @@ class SpeechEnd(Event):
     utterance: int
     level_db: float | None = optional(digits=1)
     background_db: float | None = optional(digits=1)
+
+
+@dataclass(frozen=True)
+class EndOfTurnCheck(Event):
+    """The end-of-turn model's answer for utterance ``utterance`` after ``silence_s`` of
+    silence: ``probability`` that the turn is finished (None: the model failed), and what
+    that decided. ``trails_off``: the transcript so far ends where a sentence goes on
+    ("... and"), which weighed the probability down."""
+
+    type: ClassVar[str] = "end_of_turn_check"
+    utterance: int
+    probability: float | None = rounded(3)
+    silence_s: float = rounded(3)
+    decision: EndOfTurnDecision
+    trails_off: bool = optional(False)
 
 
 @dataclass(frozen=True)
@@ -301,6 +320,7 @@ EVENTS: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
         SpeechStart,
+        EndOfTurnCheck,
         SpeechEnd,
         AsrPartial,
         AsrFinal,

@@ -3,9 +3,10 @@
 Everything the session decides about the microphone before the turn-taking
 core sees it lives here: which VAD view to believe while the assistant talks
 (the echo gate), how loud the person and the background are, the speech edges
-(the endpointer), and when a partial transcript is due (the partial budget).
-The models are injected as callables, so all of it runs in unit tests on
-recorded frames without onnxruntime.
+(the endpointer), when the person's turn is over (the end-of-turn decisions),
+and when a partial transcript is due (the partial budget). The models are
+injected as callables, or run by the caller on what this asks for, so all of
+it runs in unit tests on recorded frames without onnxruntime.
 
 Per 32 ms frame, :meth:`Hearing.push` may report one of::
 
@@ -17,10 +18,25 @@ Per 32 ms frame, :meth:`Hearing.push` may report one of::
 and, after either of the last two, :class:`PartialDue` when a partial pass
 should start (the per-utterance schedule and the budget shared by every
 session allow it).
+
+The endpoint. Without an end-of-turn model it is silence alone: the
+endpointer's hangover (``EndpointConfig.hangover_s``, 0.5 s). With one
+(``end_of_turn``, see ``voice/core/end_of_turn.py``), after a
+:class:`SpeechPaused` :meth:`Hearing.push` may also report a
+:class:`~voice.core.end_of_turn.CheckEndOfTurn`: the caller scores the
+utterance's audio from its onset (with the pre-roll) to ``until`` with the
+model, off the audio path, and gives the probability to
+:meth:`Hearing.turn_checked`, which may return the endpoint then and there
+(the endpointer leaves the utterance: the next words start a new one). The
+endpointer's own hangover becomes ``max_wait_s``, the fallback: it ends a
+pause the model never called finished. A voiced frame makes the check in
+flight stale; :meth:`Hearing.transcript` lets a transcript of the speech so
+far (the early final) weigh in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +44,7 @@ import numpy as np
 
 from voice.core.audio import ASR_RATE, VAD_FRAME
 from voice.core.echo_gate import EchoGate
+from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurn, EndOfTurnCommand, EndOfTurnConfig
 from voice.core.endpointing import (
     NO_SPEECH_BELOW,
     EndpointConfig,
@@ -37,6 +54,7 @@ from voice.core.endpointing import (
     SpeechOnset,
     SpeechStart,
 )
+from voice.core.events import EndOfTurnDecision
 from voice.core.levels import BackgroundMeter, LevelMeter
 from voice.core.partials import PartialBudget, PartialConfig, PartialPolicy
 
@@ -47,7 +65,8 @@ SpeechProbability = Callable[[np.ndarray], float]  # one VAD_FRAME of 16 kHz aud
 
 @dataclass(frozen=True)
 class Ended:
-    """The endpoint: speech that ended at ``end`` was followed by the hangover's silence."""
+    """The endpoint: speech that ended at ``end`` was followed by the hangover's silence,
+    or by an end-of-turn check that called the turn finished at ``t``."""
 
     end: float
     t: float
@@ -79,7 +98,16 @@ class PartialDue:
     onset: float
 
 
-Heard = SpeechOnset | OnsetDropped | SpeechStart | Ended | SpeechContinues | SpeechPaused | PartialDue
+@dataclass(frozen=True)
+class TurnChecked:
+    """What an end-of-turn check's answer decided (:meth:`Hearing.turn_checked`)."""
+
+    decision: EndOfTurnDecision  # end: the turn is over; wait: not yet; stale, failed: the answer counted for nothing
+    trails_off: bool  # the transcript of the speech so far trails off, and weighed the probability down
+    ended: Ended | None  # the endpoint (decision "end")
+
+
+Heard = SpeechOnset | OnsetDropped | SpeechStart | Ended | SpeechContinues | SpeechPaused | PartialDue | CheckEndOfTurn
 
 
 class Hearing:
@@ -90,6 +118,9 @@ class Hearing:
     decides which view counts (see :class:`~voice.core.echo_gate.EchoGate`).
     ``partials``: the schedule of partial passes (None: no partials);
     ``budget``: the cap on partial passes in flight over all sessions.
+    ``end_of_turn``: an end-of-turn model decides when the turn is over, and
+    the endpointer's hangover becomes its ``max_wait_s`` (None: silence alone,
+    ``endpoint.hangover_s``).
     """
 
     def __init__(
@@ -100,9 +131,13 @@ class Hearing:
         gate: EchoGate | None = None,
         partials: PartialConfig | None = None,
         budget: PartialBudget | None = None,
+        end_of_turn: EndOfTurnConfig | None = None,
     ) -> None:
         if (gate is None) != (vad_raw is None):
             raise ValueError("the echo gate needs the raw microphone's VAD, and only it does")
+        self.end_of_turn = EndOfTurn(end_of_turn) if end_of_turn is not None else None
+        if end_of_turn is not None:  # the model decides; silence alone ends the turn only at max_wait_s
+            endpoint = dataclasses.replace(endpoint, hangover_s=end_of_turn.max_wait_s)
         self.endpoint = endpoint
         self.endpointer = Endpointer(endpoint, FRAME_S)
         self._vad = vad
@@ -150,6 +185,49 @@ class Hearing:
         changed = policy.finished(text)
         return changed if policy is self.partial else None
 
+    def turn_checked(self, check: CheckEndOfTurn, probability: float | None, t: float) -> TurnChecked:
+        """The end-of-turn model's answer to ``check`` at ``t`` (``probability`` None: the model
+        raised, and this pause is left to silence). On "end" the utterance is over now: ``ended``
+        is its endpoint, with the same loudness figures as the hangover's, and the next voiced
+        frames start a new utterance. An answer for speech the person has since continued, or for
+        an utterance already ended, is "stale" and changes nothing."""
+        eot = self.end_of_turn
+        if eot is None:
+            raise ValueError("no end-of-turn model: nothing was checked")
+        if eot.pending != check.check:
+            return TurnChecked("stale", False, None)
+        if probability is None:
+            eot.failed(check.check, t)
+            return TurnChecked("failed", False, None)
+        trails = eot.trails_off
+        ended = None
+        for heard in self._end_of_turn(eot.answer(check.check, probability, t), t):
+            if isinstance(heard, Ended):
+                ended = heard
+        return TurnChecked("end" if ended is not None else "wait", trails, ended)
+
+    def transcript(self, text: str, end: float) -> None:
+        """A transcript of the utterance's speech up to ``end`` (the early final): one that
+        trails off ("... and") weighs the end-of-turn model's answers down in this pause."""
+        if self.end_of_turn is not None:
+            self.end_of_turn.transcript(text, end)
+
+    def _end_of_turn(self, commands: list[EndOfTurnCommand], t: float) -> list[Heard]:
+        """The end-of-turn decisions as what was heard: checks to run, or the endpoint now."""
+        out: list[Heard] = []
+        for cmd in commands:
+            if isinstance(cmd, CheckEndOfTurn):
+                out.append(cmd)
+                continue
+            edge = self.endpointer.end_now(t)
+            if edge is not None:
+                out.append(self._ended(edge))
+        return out
+
+    def _ended(self, edge: SpeechEnd) -> Ended:
+        self.partial = None
+        return Ended(edge.end, edge.t, self.level.db, self.background.db)
+
     def _frame(self, frame: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool) -> list[Heard]:
         t = self.frames * FRAME_S
         self.frames += 1
@@ -167,21 +245,34 @@ class Hearing:
             self.level.add(near)
         elif prob < NO_SPEECH_BELOW and playing:
             self.background.add(near)  # what the microphone hears while the assistant talks
+        eot = self.end_of_turn
         if isinstance(edge, SpeechStart):
             self.utterance_onset = edge.onset
             self.partial = PartialPolicy(self._partials) if self._partials is not None else None
+            if eot is not None:
+                eot.speech_started(edge.onset, edge.t)
             return [edge]
         if isinstance(edge, SpeechEnd):
-            self.partial = None
-            return [Ended(edge.end, edge.t, self.level.db, self.background.db)]
+            if eot is not None:  # max_wait_s of silence: the model never called it finished
+                eot.speech_ended(edge.t)
+            return [self._ended(edge)]
         if edge is not None:
             return [edge]
         if not ep.in_speech:
             return []
         # A voiced frame says how long the person has really spoken (the hangover's silence does not count).
-        out: list[Heard] = [
-            SpeechContinues(t + FRAME_S) if ep.silence_s == 0.0 else SpeechPaused(ep.last_voiced_end, ep.silence_s)
-        ]
+        end_t = t + FRAME_S
+        out: list[Heard]
+        if ep.silence_s == 0.0:
+            out = [SpeechContinues(end_t)]
+            if eot is not None:
+                eot.speech_continues(end_t)
+        else:
+            out = [SpeechPaused(ep.last_voiced_end, ep.silence_s)]
+            if eot is not None:
+                out += self._end_of_turn(eot.speech_paused(ep.last_voiced_end, ep.silence_s, end_t), end_t)
+                if not ep.in_speech:
+                    return out  # ended now: no partial of an utterance that is over
         due = self._partial_due()
         if due is not None:
             out.append(due)

@@ -353,6 +353,11 @@ class Conversation:
         return self._response
 
     @property
+    def utterance(self) -> int:
+        """The number of the last utterance the VAD confirmed (0: none yet)."""
+        return self._utterance
+
+    @property
     def paused(self) -> bool:
         return self._hold is not None
 

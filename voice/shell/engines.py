@@ -12,6 +12,7 @@ from pathlib import Path
 
 import onnxruntime
 
+from asr.smart_turn import SmartTurn
 from asr.vad import SileroVAD, load_session
 from asr.whisper import WhisperRecognizer
 from llm.base import LLM, GenerationConfig
@@ -24,6 +25,7 @@ from voice.shell import models
 class EngineConfig:
     asr_model: str = "base"
     partial_model: str | None = "tiny.en"  # None: no partial hypotheses
+    smart_turn: bool = True  # the end-of-turn model (Smart Turn), for --turn-detector smart-turn
     voice: str = "joe"
     llm_model: str = "smollm2-135m"
     llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
@@ -52,6 +54,8 @@ class EngineConfig:
             models.asr_model_path(self.partial_model)
         models.voice_path(self.voice)
         models.vad_model_path()
+        if self.smart_turn:
+            models.smart_turn_model_path()
         if not self.server_urls():
             models.llm_model_path(self.llm_model)
 
@@ -65,6 +69,7 @@ class Engines:
     tts: PiperTTS
     output_rate: int
     load_times: dict[str, float] = field(default_factory=dict)
+    smart_turn: SmartTurn | None = None  # the end-of-turn model (None: not loaded; silence ends turns)
     # Partial passes running now over all sessions (event-loop thread only): past
     # its cap, sessions skip partials rather than queue them.
     partial_budget: PartialBudget = field(default_factory=PartialBudget)
@@ -73,6 +78,12 @@ class Engines:
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
+    # The end-of-turn check (70-100 ms) has its own too: it must not wait behind a
+    # final pass (~1 s) or a partial, since the turn's endpoint waits for it. No
+    # budget: each session has at most one check in flight, so at most one per
+    # session is queued, and a check answered late is only a later endpoint
+    # (max_wait_s still ends the turn).
+    turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "end-of-turn"))
 
     def new_vad(self) -> SileroVAD:
         """A VAD stream of its own (its recurrent state is per stream), on the shared model."""
@@ -80,7 +91,7 @@ class Engines:
 
     async def aclose(self) -> None:
         await self.llm.close()
-        for ex in (self.final_executor, self.partial_executor, self.tts_executor):
+        for ex in (self.final_executor, self.partial_executor, self.tts_executor, self.turn_executor):
             ex.shutdown(wait=False, cancel_futures=True)
 
 
@@ -148,12 +159,13 @@ def load_engines(cfg: EngineConfig, cancelled: threading.Event | None = None) ->
                 ),
             )
         tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
+        smart_turn = timed("smart_turn", lambda: SmartTurn(models.smart_turn_model_path())) if cfg.smart_turn else None
         go_on()
     except BaseException:
         if llm is not None:  # the embedded engine's processes would outlive us
             asyncio.run(llm.close())
         raise
-    return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times)
+    return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times, smart_turn=smart_turn)
 
 
 async def start_engines(cfg: EngineConfig) -> Engines:

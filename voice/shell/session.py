@@ -5,8 +5,9 @@ The pump (``voice/shell/pump.py``) calls :meth:`Session.push_audio` with each
 the speaker has room for, and :meth:`Session.played` with what the speaker
 really played; all three are cheap and never block. What the microphone
 hears goes through the pure hearing front end (``voice/core/hearing.py``);
-engine work (ASR, LLM, TTS) runs in tasks and worker threads, and everything
-it produces goes through the :class:`~voice.core.turns.Conversation` core,
+engine work (ASR, the end-of-turn model, LLM, TTS) runs in tasks and worker
+threads, and everything it produces goes back through the hearing front end
+or the :class:`~voice.core.turns.Conversation` core,
 whose commands the session carries out: playback commands go to the device
 (:meth:`attach`), events to the observers (``on_event``). On virtual time the
 pump calls :meth:`Session.settle` after each block, so engine work takes no
@@ -30,9 +31,10 @@ from asr.echo import EchoCanceller
 from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, AudioBuffer
 from voice.core.echo_gate import EchoGate
+from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart
-from voice.core.events import AsrPartial, Error, Event, LlmCancelled, TtsCancelled
-from voice.core.hearing import Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
+from voice.core.events import AsrPartial, EndOfTurnCheck, Error, Event, LlmCancelled, TtsCancelled
+from voice.core.hearing import Ended, Heard, Hearing, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.history import History
 from voice.core.partials import PartialConfig, PartialPolicy
 from voice.core.playout import Playout
@@ -65,6 +67,10 @@ class SessionConfig:
         "sentences of plain text, with no lists, markdown or emoji."
     )
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    # The end-of-turn model decides when the person's turn is over, and silence alone
+    # only after its max_wait_s (None: silence alone, endpoint.hangover_s, as before
+    # it; the command line's default is the model: --turn-detector).
+    end_of_turn: EndOfTurnConfig | None = None
     partials: PartialConfig = field(default_factory=PartialConfig)
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
@@ -106,6 +112,8 @@ class Session:
             self.config.first_phrase_min_words,
         )
         cfg = self.config
+        if cfg.end_of_turn is not None and engines.smart_turn is None:
+            raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")
         partials = cfg.partials if cfg.partials_enabled and engines.asr_partial is not None else None
         echo_cancel = cfg.echo_cancel
         self._hearing = Hearing(
@@ -115,6 +123,7 @@ class Session:
             gate=EchoGate() if echo_cancel else None,
             partials=partials,
             budget=engines.partial_budget,
+            end_of_turn=cfg.end_of_turn,
         )
         self._aec = EchoCanceller() if echo_cancel else None
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
@@ -160,22 +169,28 @@ class Session:
             raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
         self._audio.append(block)
         for heard in self._hearing.push(block, raw, far, playing=self._playout.queued > 0):
-            now = self.clock.now()
-            c = self.conversation
-            if isinstance(heard, SpeechContinues):
-                self._run(c.speech_continues(heard.t))
-            elif isinstance(heard, SpeechPaused):
-                self._run(c.speech_paused(heard.end, heard.silence_s, now))
-            elif isinstance(heard, PartialDue):
-                self._partial(heard)
-            elif isinstance(heard, SpeechOnset):
-                self._run(c.speech_onset(heard.onset, now))
-            elif isinstance(heard, OnsetDropped):
-                self._run(c.onset_dropped(now))
-            elif isinstance(heard, SpeechStart):
-                self._run(c.speech_started(heard.onset, now))
-            elif isinstance(heard, Ended):
-                self._run(c.speech_ended(heard.end, now, heard.level_db, heard.background_db))
+            self._heard(heard)
+
+    def _heard(self, heard: Heard) -> None:
+        """What the hearing front end reported, to the core (or to the engines)."""
+        now = self.clock.now()
+        c = self.conversation
+        if isinstance(heard, SpeechContinues):
+            self._run(c.speech_continues(heard.t))
+        elif isinstance(heard, SpeechPaused):
+            self._run(c.speech_paused(heard.end, heard.silence_s, now))
+        elif isinstance(heard, PartialDue):
+            self._partial(heard)
+        elif isinstance(heard, CheckEndOfTurn):
+            self._spawn(self._check_end_of_turn(heard, c.utterance))
+        elif isinstance(heard, SpeechOnset):
+            self._run(c.speech_onset(heard.onset, now))
+        elif isinstance(heard, OnsetDropped):
+            self._run(c.onset_dropped(now))
+        elif isinstance(heard, SpeechStart):
+            self._run(c.speech_started(heard.onset, now))
+        elif isinstance(heard, Ended):
+            self._run(c.speech_ended(heard.end, now, heard.level_db, heard.background_db))
 
     def take_audio(self, n: int) -> tuple[np.ndarray, int | None]:
         """Up to ``n`` samples of reply audio for the speaker (empty: none now), and the reply they belong to.
@@ -339,6 +354,33 @@ class Session:
             stable, unstable = changed
             self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
 
+    async def _check_end_of_turn(self, cmd: CheckEndOfTurn, utterance: int) -> None:
+        """Is the utterance so far a finished turn? Smart Turn on its audio, on its own thread.
+        A failure is reported and leaves the pause to silence (the max wait): the turn is kept."""
+        audio = self._utterance_audio(cmd.onset, cmd.until)
+        loop = asyncio.get_running_loop()
+        probability: float | None = None
+        try:
+            probability = await loop.run_in_executor(
+                self.engines.turn_executor, self.engines.smart_turn.probability, audio
+            )
+        except Exception as e:
+            self._error("end_of_turn", repr(e))
+        now = self.clock.now()
+        checked = self._hearing.turn_checked(cmd, probability, now)
+        self._emit(
+            EndOfTurnCheck(
+                now,
+                utterance=utterance,
+                probability=probability,
+                silence_s=cmd.until - cmd.end,
+                decision=checked.decision,
+                trails_off=checked.trails_off,
+            )
+        )
+        if checked.ended is not None:
+            self._heard(checked.ended)
+
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self._utterance_audio(cmd.onset, cmd.t)
         loop = asyncio.get_running_loop()
@@ -371,6 +413,7 @@ class Session:
             self._error("asr_final", repr(e))
             heard = Transcript("", 1.0)
         if cmd.early:
+            self._hearing.transcript(heard.text, cmd.end)  # "... and": the person is not done
             self._run(
                 self.conversation.early_transcript(
                     cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob

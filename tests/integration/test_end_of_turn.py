@@ -1,0 +1,60 @@
+"""The end of the person's turn on the real engines (Silero, faster-whisper, Smart Turn, vLLM, piper), on
+virtual time: a finished sentence ends well before 500 ms of silence, a pause inside a sentence does not
+end it, and ``silence`` (--turn-detector silence) behaves as before the model.
+
+The sentence is "For the twentieth time that evening the two men shook hands." (CMU ARCTIC aew_a0003);
+the pause is silence inserted at "that | evening" (Whisper base's word timestamps, see
+voice/bench/turns.py). The endpoint delay is the SpeechEnd's ``t`` minus its ``end``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import FIXTURES
+from transport.files import load_audio
+from voice.bench.scoring import word_error_rate
+from voice.bench.turns import run_turns, with_pause
+from voice.core.end_of_turn import EndOfTurnConfig
+from voice.shell.session import SessionConfig
+
+pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
+
+SENTENCE = "For the twentieth time that evening the two men shook hands."
+AT_S = 1.50  # "For the twentieth time that | evening ..."
+SMART_TURN = SessionConfig(end_of_turn=EndOfTurnConfig())
+SILENCE = SessionConfig()
+
+
+@pytest.fixture(scope="module")
+def sentence():
+    return load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")
+
+
+async def test_a_finished_sentence_ends_well_before_500_ms_of_silence(engines, sentence):
+    run = await run_turns(engines, sentence, SMART_TURN)
+    assert run.errors == []
+    (end,) = run.endpoints
+    assert run.endpoint_delay_s <= 0.3, run.checks  # 0.2 s of silence, and Smart Turn said finished
+    assert run.checks[-1].decision == "end" and run.checks[-1].t == end.t
+    assert word_error_rate(SENTENCE, run.user_text()) <= 0.2, run.user_text()
+    assert [t["role"] for t in run.transcript] == ["user", "assistant"]
+
+
+async def test_a_pause_inside_a_sentence_is_one_turn(engines, sentence):
+    run = await run_turns(engines, with_pause(sentence, AT_S, 0.6), SMART_TURN)
+    assert run.errors == []
+    assert len(run.endpoints) == 1, run.checks
+    inside = [c for c in run.checks if c.t < AT_S + 0.6]
+    assert inside and all(c.decision in ("wait", "stale") for c in inside)  # asked in the pause, not finished
+    assert [t["role"] for t in run.transcript] == ["user", "assistant"]
+    assert word_error_rate(SENTENCE, run.user_text()) <= 0.2, run.user_text()
+
+
+async def test_silence_alone_behaves_as_before(engines, sentence):
+    run = await run_turns(engines, sentence, SILENCE)
+    assert run.errors == [] and run.checks == [] and len(run.endpoints) == 1
+    assert 0.5 <= run.endpoint_delay_s <= 0.5 + 0.032 + 0.02  # the hangover, to the frame and the block
+    paused = await run_turns(engines, with_pause(sentence, AT_S, 0.6), SILENCE)
+    assert paused.checks == [] and len(paused.endpoints) == 2  # 0.6 s of silence ends the turn, as it did
+    assert paused.cut_at(AT_S, 0.6)
