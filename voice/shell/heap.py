@@ -54,11 +54,11 @@ import threading
 
 log = logging.getLogger("voice.heap")
 
-STRATEGIES = ("none", "trim", "mmap", "mmap+trim")
+STRATEGIES = ("none", "trim", "mmap", "mmap+trim", "mmap-4m")
 DEFAULT = "mmap"
 
 M_MMAP_THRESHOLD = -3  # mallopt()'s parameter (glibc's malloc.h)
-MMAP_THRESHOLD = 128 * 1024
+MMAP_THRESHOLDS = {"mmap": 128 * 1024, "mmap+trim": 128 * 1024, "mmap-4m": 4 << 20}
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -91,18 +91,21 @@ def tune() -> None:
     if _libc is None:
         return
     _strategy = chosen
-    if "mmap" in chosen and _libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
+    threshold = MMAP_THRESHOLDS.get(chosen)
+    if threshold is not None and _libc.mallopt(M_MMAP_THRESHOLD, threshold) != 1:
         log.warning("mallopt(M_MMAP_THRESHOLD) failed: the heap is left as it is")
 
 
 async def after_session() -> None:
     """A session has closed and freed its state: with ``trim``, give the heap's free memory back."""
     if "trim" in _strategy:
-        await asyncio.to_thread(_trim)
+        await asyncio.to_thread(trim)
 
 
-def _trim() -> None:
-    assert _libc is not None
+def trim() -> None:
+    """Give the heap's free memory back to the system now (``malloc_trim(0)``); blocks while it runs."""
+    if _libc is None:
+        return
     if _trimming.acquire(blocking=False):  # one at a time: a trim under way takes this session's memory too
         try:
             _libc.malloc_trim(0)
