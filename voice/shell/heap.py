@@ -1,47 +1,52 @@
 """The server's heap across sessions: what a closed session freed goes back to the system.
 
 Each session allocates native buffers of its own (the echo canceller, the
-resamplers, numpy audio buffers: 7.7 MB for the ASR's 120 s ring alone, ONNX
-Runtime's per-call tensors) and frees them when it ends. glibc's malloc raises
-its mmap threshold each time it frees a large mapped block (up to 32 MiB), so
-from the first session on, these buffers come from the heap, where freed
-memory is kept for reuse and sessions that open and close at different times
-fragment it.
+resamplers, numpy audio buffers: 7.7 MB for the ASR's 120 s ring alone) and
+frees them when it ends. glibc's malloc raises its mmap threshold to the size
+of each large mapped block that is freed (up to 32 MiB), so after the first
+session such buffers come from the heap: zeroed there by calloc (every page
+resident, even in an idle session), and kept, with whatever fragments
+around them, when the session ends.
 
 The server calls :func:`tune` when it starts and :func:`after_session` when a
-session has closed. What they do was chosen by measurement
-(``scripts/bench_session_memory``: a warm-up conversation, then 1,000
-sessions on /ws and 1,000 on /v1/realtime, 4 at a time, each with 0.2 s of
-speech; ``docs/bench/session_memory.json``). The server's RSS over its
-figure after the warm-up (983-996 MB), after the /ws sessions / after all:
+session has closed. What they do was chosen by measurement,
+``scripts/bench_session_memory`` (``docs/bench/session_memory.json``): a
+warm-up conversation, then 1,000 sessions on /ws and 1,000 on /v1/realtime,
+4 at a time, each with 0.2 s of speech; the server's RSS against its figure
+after the warm-up (983-1003 MB); how long a session took to open (hello to
+ready, p50/p95); and apart, each engine pass in a fresh process with the
+strategy (median of 10 rounds' medians, in ms; with trim, ``malloc_trim(0)``
+before each pass)::
 
-=========================  ==============  =============================
-strategy (VOICE_HEAP)      growth          session opening p50/p95 (ms)
-=========================  ==============  =============================
-none                       +3.3% / +2.8%   /ws 3.5/12.3, realtime 8.5/65
-trim (after each session)  +0.2% / +0.7%   /ws 6.3/22.4, realtime 9.3/19
-mmap (at start)            +0.3% / +0.5%   /ws 3.4/9.5, realtime 6.7/13
-mmap+trim                  +0.2% / +0.4%   /ws 3.4/6.7, realtime 6.0/10
-=========================  ==============  =============================
+    strategy (VOICE_HEAP)      RSS growth      opening /ws   final ASR  partial
+    none                       +1.1% / +0.7%   3.3/13.9 ms   321        133
+    trim (after each session)  +0.2% / +0.4%   6.0/39.4 ms   317         98
+    mmap (128 KiB)             +0.3% / +0.5%   4.1/14.1 ms   434        168
+    mmap-4m (4 MiB)            +0.4% / +0.5%   5.0/31.2 ms   302         94
 
-(``MALLOC_ARENA_MAX=2`` from the start: +2.0%; ``MALLOC_MMAP_THRESHOLD_``
-from the start is the same as ``mmap``. Before the server let go of a closed
-session's state at once (``Connection.release``), the same run grew +411% with
-nothing done and +45% with the mmap threshold.) Voice-to-voice of a
-conversation, alone or while sessions open and close, was within this shared
-machine's noise for all of them.
+(growth after the /ws sessions / after all of them.) ``mmap+trim`` gave
+-0.7% and the final pass 453 ms; ``MALLOC_ARENA_MAX=2`` from the process's
+start +0.5%, ``MALLOC_MMAP_THRESHOLD_=131072`` from the start the same as
+``mmap`` (417 ms). A second sitting alternated none, mmap-4m and trim twice,
+300 sessions a path (``session_memory-alternating.json``): growth up to
++4.1%, +0.5%, +0.3%; opening /ws p50 3.1-3.4, 3.5-3.6, 5.2-7.3 ms. Before the
+server let go of a closed session's state at once (``Connection.release``),
+in the first run on that commit, 2,000 sessions grew it +456% with nothing
+done, +46% with the 128 KiB threshold.
+Voice-to-voice at the client was within this shared machine's noise for all.
 
-So: **mmap**, i.e. ``mallopt(M_MMAP_THRESHOLD, 128 KiB)`` once at start-up
-(glibc's initial value, kept: a fixed threshold is not raised as blocks are
-freed). Every allocation of 128 KiB or more gets its own mapping and goes back
-to the system when freed; smaller ones reuse the heap. It costs a page fault
-per 4 KiB of a large buffer first touched, nothing measurable here, and
-nothing per session. No environment variable is needed, so nothing has to be
-set before the process starts (glibc reads ``MALLOC_*`` only then).
+So: **mmap-4m**, ``mallopt(M_MMAP_THRESHOLD, 4 MiB)`` once at start-up. A
+fixed threshold is never raised: blocks of 4 MiB and more (the ring) get
+their own mapping, zeroed lazily by the kernel, and go back to the system when
+freed; smaller ones reuse the heap as before. At 128 KiB, CTranslate2's
+per-pass buffers would be mapped and faulted in again on every Whisper pass
+(+35%); ``malloc_trim`` on every close takes the arenas' locks while sessions
+run (a session took 1.5-2x as long to open). It needs no environment variable, which glibc reads only when the
+process starts (``python -m voice.run --serve`` would have to re-exec).
 
 ``VOICE_HEAP`` (read by :func:`tune`) picks another strategy, for that
 script: ``none``, ``trim`` (``malloc_trim(0)`` after each session, in a worker
-thread), ``mmap``, ``mmap+trim``. Off glibc everything here is a no-op.
+thread), ``mmap``, ``mmap+trim``, ``mmap-4m``. Off glibc all is a no-op.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ import threading
 log = logging.getLogger("voice.heap")
 
 STRATEGIES = ("none", "trim", "mmap", "mmap+trim", "mmap-4m")
-DEFAULT = "mmap"
+DEFAULT = "mmap-4m"
 
 M_MMAP_THRESHOLD = -3  # mallopt()'s parameter (glibc's malloc.h)
 MMAP_THRESHOLDS = {"mmap": 128 * 1024, "mmap+trim": 128 * 1024, "mmap-4m": 4 << 20}
