@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 MAX_QUOTE = 60  # characters of a client's value an error may quote
+TOO_DEEP = "not JSON this server reads: nested too deeply"
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def read_message(text: str, schemas: Mapping[str, type[msgspec.Struct]]) -> msgs
     except msgspec.DecodeError as e:
         return Invalid("invalid_json", _not_json(e))
     except RecursionError:
-        return Invalid("invalid_json", "not JSON this server reads: nested too deeply")
+        return Invalid("invalid_json", TOO_DEEP)
     event_id = head.event_id if isinstance(head.event_id, str) and len(head.event_id) <= 64 else None
     schema = schemas.get(head.type)
     if schema is None:
@@ -82,7 +83,7 @@ def read_message(text: str, schemas: Mapping[str, type[msgspec.Struct]]) -> msgs
         what, param = _where(str(e))
         return Invalid("invalid_message", f"{head.type}: {what}" + (f" (at {param})" if param else ""), param, event_id)
     except RecursionError:  # an ignored field nested too deeply
-        return Invalid("invalid_json", "not JSON this server reads: nested too deeply", None, event_id)
+        return Invalid("invalid_json", TOO_DEEP, None, event_id)
 
 
 def _not_json(e: msgspec.DecodeError) -> str:

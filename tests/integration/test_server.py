@@ -318,6 +318,7 @@ def _fuzz_server(base: str, examples: int) -> int:
 
     count = 0
     strategies = _fuzz_strategies()
+    fuzzing = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
     def expect_errors_until(ws, done, also: tuple[str, ...] = ()) -> None:
         while True:
@@ -331,7 +332,7 @@ def _fuzz_server(base: str, examples: int) -> int:
             if done(event):
                 return
 
-    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @fuzzing
     @given(frames=strategies["ws"])
     def fuzz_ours(frames):
         nonlocal count
@@ -346,7 +347,7 @@ def _fuzz_server(base: str, examples: int) -> int:
             except ConnectionClosed as e:
                 assert e.rcvd is not None and e.rcvd.code == 1009, e  # only for a message over the limit
 
-    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @fuzzing
     @given(frames=strategies["realtime"])
     def fuzz_realtime(frames):
         nonlocal count

@@ -276,6 +276,18 @@ def _hold_write_lock(db: Path) -> subprocess.Popen:
     return holder
 
 
+def _full_store(db: Path) -> tuple[ConversationStore, int]:
+    """A store whose file cannot grow: filled with sessions until SQLite says it is full (and its page count)."""
+    store = ConversationStore.open(db)
+    store.create_session("filler")
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(StoreFull):
+        for i in range(1000):
+            store.create_session(f"filler-{i:04d}-" + "x" * 40)
+    return store, pages
+
+
 def _wait_for(predicate, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -358,13 +370,7 @@ def test_close_finishes_the_writes_handed_over(db):
 
 
 def test_a_store_that_fails_at_once_holds_the_new_session_and_its_turns_back(db):
-    store = ConversationStore.open(db)
-    store.create_session("filler")
-    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-    store._conn.execute(f"PRAGMA max_page_count = {pages}")
-    with pytest.raises(StoreFull):
-        for i in range(1000):
-            store.create_session(f"filler-{i:04d}-" + "x" * 40)
+    store, pages = _full_store(db)
     sid, history, recorder = open_history(store, None)
     history.add(user("kept in memory"))
     assert not recorder.flush()
@@ -865,13 +871,7 @@ def test_a_conversation_in_which_nothing_is_final_leaves_nothing(db):
 
 
 def test_a_store_that_fails_at_the_first_turn_stores_neither_the_session_nor_the_turn(db):
-    store = ConversationStore.open(db)
-    store.create_session("filler")
-    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-    store._conn.execute(f"PRAGMA max_page_count = {pages}")
-    with pytest.raises(StoreFull):
-        for i in range(1000):
-            store.create_session(f"filler-{i:04d}-" + "x" * 40)
+    store, pages = _full_store(db)
     fillers = len(_sessions(db))
     sid, history, recorder = open_history(store, None)
     history.add(user("a long first turn " * 50))
