@@ -35,6 +35,7 @@ from voice.core.events import (
     PlaybackEnd,
     PlaybackPaused,
     PlaybackStart,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -113,7 +114,8 @@ async def test_a_turn_is_heard_answered_and_played_on_one_timeline():
     session = make_session()
     device = await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
     kinds = [type(e) for e in session.events]  # type: ignore[attr-defined]
-    assert kinds[:2] == [SpeechStart, SpeechEnd] and kinds[-1] is TurnEnd
+    # The reply is started on the early final, before the endpoint (speculation, on by default).
+    assert kinds[:4] == [SpeechStart, SpeculativeStart, SpeechEnd, AsrFinal] and kinds[-1] is TurnEnd
     (start,) = of(session, SpeechStart)
     (end,) = of(session, SpeechEnd)
     assert start.onset == pytest.approx(0.512, abs=0.04) and end.end == pytest.approx(1.7, abs=0.04)
