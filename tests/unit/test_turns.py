@@ -591,3 +591,119 @@ def test_no_speculation_when_off_over_a_reply_or_without_words():
     conv.speech_started(2.5, 2.7)  # over the reply: judged as an interruption, not speculated on
     (early,) = of(TranscribeFinal, conv.speech_paused(3.5, 0.128, 3.63))
     assert conv.early_transcript(early.utterance, 3.5, "what about tomorrow", 3.8) == []
+
+
+# -- nothing the person says is lost ---------------------------------------------------------
+
+
+def test_speech_over_a_reply_not_yet_heard_is_judged_without_the_replys_words():
+    """The reply's words discount speech over it only once they could have been played (echo).
+    Here the LLM has repeated the person's words, but none of its audio exists yet."""
+    conv = Conversation()
+    r = answer_one(conv, "for the twentieth time that")
+    conv.llm_delta(r, "The two men shook hands. They", 1.7)  # synthesis asked, no audio yet
+    cmds = conv.speech_started(1.9, 2.1)
+    assert of(PausePlayback, cmds) and conv.state is State.PAUSED
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.0, 3.5))
+    cmds = conv.transcript_final(tf.utterance, "evening the two men shook hands", 1.9, 3.0, 3.6)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    (start,) = of(StartResponse, cmds)
+    assert start.messages[-1]["content"] == "evening the two men shook hands"
+    assert [(t.role, t.text) for t in conv.history.turns] == [
+        ("user", "for the twentieth time that"),
+        ("user", "evening the two men shook hands"),
+    ]
+
+
+def test_the_replys_own_words_heard_back_still_do_not_cut_it():
+    conv = Conversation()
+    speaking(conv, "It is noon. The sun is high.", played=150)
+    tf = short_speech_over(conv, 2.9)
+    assert of(ResumePlayback, conv.transcript_final(tf.utterance, "noon, the sun", 2.5, 2.9, 3.5))
+
+
+def test_speech_that_went_on_over_the_endpoint_holds_the_reply_before_it_plays():
+    """The person spoke again while the turn's final was being made: the reply starts paused, and
+    that speech is judged as speech over it. Words: it is cut unheard and they are answered."""
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf1,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    conv.speech_started(1.6, 1.8)  # the final of the first half is not in yet
+    assert conv.state is State.THINKING and conv.response is None
+    cmds = conv.transcript_final(tf1.utterance, "for the twentieth time that", 0.1, 1.0, 1.9)
+    (first,) = of(StartResponse, cmds)
+    assert of(PausePlayback, cmds) and events(PlaybackPaused, cmds)[0].utterance == 2
+    assert conv.state is State.PAUSED
+    syn = of(Synthesize, conv.llm_delta(first.response, "I see. Go on", 2.0))
+    conv.tts_audio(first.response, syn[0].chunk, "I see.", 100, [Word("I", 50), Word("see.", 100)], 2.1, True)
+    (tf2,) = of(TranscribeFinal, conv.speech_ended(3.0, 3.5))
+    assert tf2.over_reply
+    cmds = conv.transcript_final(tf2.utterance, "evening the two men shook hands", 1.6, 3.0, 3.6)
+    assert of(CancelResponse, cmds) == [CancelResponse(first.response)]
+    assert events(Truncate, cmds)[0].text == ""  # nothing of it was played: no assistant turn
+    (second,) = of(StartResponse, cmds)
+    assert [(t.role, t.text) for t in conv.history.turns] == [
+        ("user", "for the twentieth time that"),
+        ("user", "evening the two men shook hands"),
+    ]
+    assert second.messages[-2:] == [
+        {"role": "user", "content": "for the twentieth time that"},
+        {"role": "user", "content": "evening the two men shook hands"},
+    ]
+
+
+def test_a_backchannel_that_went_on_over_the_endpoint_lets_the_reply_play():
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf1,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    conv.speech_started(1.6, 1.8)
+    (first,) = of(StartResponse, conv.transcript_final(tf1.utterance, "what time is it", 0.1, 1.0, 1.9))
+    (tf2,) = of(TranscribeFinal, conv.speech_ended(2.0, 2.5))
+    cmds = conv.transcript_final(tf2.utterance, "um", 1.6, 2.0, 2.6)
+    assert of(ResumePlayback, cmds) and conv.response.id == first.response and conv.state is State.THINKING
+
+
+def _two_finals_pending_when_the_reply_starts(conv: Conversation) -> tuple[int, TranscribeFinal, TranscribeFinal]:
+    """Three utterances ended before the first one's final came: the reply to it starts held for
+    the last one, and the middle one's final waits for its turn."""
+    finals = []
+    for k in range(3):
+        conv.speech_started(0.1 + k, 0.35 + k)
+        finals += of(TranscribeFinal, conv.speech_ended(0.5 + k, 0.9 + k))
+    (start,) = of(StartResponse, conv.transcript_final(finals[0].utterance, "what time is it", 0.1, 0.5, 3.0))
+    assert conv.transcript_final(finals[1].utterance, "in London", 1.1, 1.5, 3.1) == [
+        Emit(AsrFinal(3.1, text="in London", utterance=finals[1].utterance))
+    ]
+    return start.response, finals[1], finals[2]
+
+
+def test_finals_that_waited_join_the_turn_that_cuts_the_reply():
+    conv = Conversation()
+    r, _, last = _two_finals_pending_when_the_reply_starts(conv)
+    cmds = conv.transcript_final(last.utterance, "no, in Paris", 2.1, 2.5, 3.2)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    (start,) = of(StartResponse, cmds)  # one reply to all that was said since
+    assert [m["content"] for m in start.messages] == ["what time is it", "in London", "no, in Paris"]
+    assert events(ResponseStart, cmds)[0].text == "in London no, in Paris"
+    assert [t.text for t in conv.history.turns] == ["what time is it", "in London", "no, in Paris"]
+
+
+def test_finals_not_answered_when_the_session_ends_are_kept():
+    conv = Conversation()
+    _, _, last = _two_finals_pending_when_the_reply_starts(conv)
+    assert of(ResumePlayback, conv.transcript_final(last.utterance, "okay", 2.1, 2.5, 3.2))
+    conv.end(3.5)
+    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "what time is it"), ("user", "in London")]
+
+
+def test_words_that_cut_the_reply_are_kept_if_the_final_pass_finds_none():
+    conv = Conversation(barge_in=BargeInPolicy(commit_s=0.6))
+    r = speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (check,) = of(CheckInterruption, conv.speech_continues(3.1))
+    assert of(CancelResponse, conv.interruption_checked(check.utterance, "wait a moment", 3.2)) == [CancelResponse(r)]
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.3, 3.8))
+    cmds = conv.transcript_final(tf.utterance, "", 2.5, 3.3, 3.9)
+    assert events(AsrFinal, cmds)[0].text == "wait a moment"
+    (start,) = of(StartResponse, cmds)
+    assert start.messages[-1] == {"role": "user", "content": "wait a moment"}

@@ -39,6 +39,16 @@ reply paused while it lasts, but never cuts it.
 The interrupting utterance is transcribed from its onset, pre-roll included,
 and answered as a new turn once it ends.
 
+Nothing the person says is lost. Speech that goes on after an endpoint is
+speech over the reply, whenever the reply starts: one that starts while the
+person is speaking again (their final came after they went on) starts held,
+and that speech is judged like any other over it. The reply's own words
+discount it only if they could have been played (synthesized before the
+pause): before then it cannot be their echo. The words that cut a reply are
+its turn even should the final pass find none. Finals that came while a reply
+played on without being judged (an earlier one held it) are answered with the
+next turn, in one reply, and stored when the session ends unanswered.
+
 Speculation. The final pass starts in the silence before the endpoint (the
 early final, ``early_final_s``); with a ``speculation`` budget, its transcript
 also starts the reply there and then: the LLM request
@@ -366,6 +376,9 @@ class _Hold:
     played: int  # samples of the reply played when it paused
     checked_at: float = 0.0  # speech time (since onset) of the last words check
     checking: bool = False
+    # The reply's words synthesized when it paused: all that its speaker could have been given,
+    # and so all that speech over it may be an echo of ("": none, it cannot be the reply's echo).
+    echo: str = ""
 
 
 class Conversation:
@@ -409,6 +422,7 @@ class Conversation:
         self._levels: dict[int, tuple[float | None, float | None]] = {}
         self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
         self._transcribing: set[int] = set()
+        self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
 
     @property
@@ -436,7 +450,7 @@ class Conversation:
         r = self._response
         if r is None or self._hold is not None:
             return []
-        self._hold = _Hold(None, onset, t, r.ledger.played)
+        self._hold = _Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
         self.state = State.PAUSED
         return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
 
@@ -459,7 +473,7 @@ class Conversation:
             hold.utterance = self._utterance  # paused on its onset already
             hold.onset = onset
         elif r is not None and hold is None:
-            self._hold = _Hold(self._utterance, onset, t, r.ledger.played)
+            self._hold = _Hold(self._utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
             self.state = State.PAUSED
             out += [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=self._utterance))]
         elif self.state is State.LISTENING:
@@ -547,9 +561,8 @@ class Conversation:
             background_db=background_db,
         )
         out: list[Command] = [Emit(check)]
-        if self.policy.interrupts(
-            text, self._reply_text(), no_speech_prob, level_db, self.user_level_db, background_db
-        ):
+        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db):
+            self._cut_by[utterance] = text
             out += self._barge_in(t, reason="words")
         return out
 
@@ -585,7 +598,9 @@ class Conversation:
     ) -> list[Command]:
         """The ASR final for an utterance; empty text means it held no words."""
         self._transcribing.discard(utterance)
-        text = text.strip()
+        # Speech that cut the reply by its words is kept, even should the final pass find none.
+        text = text.strip() or self._cut_by.get(utterance, "")
+        self._cut_by.pop(utterance, None)
         out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
         spec = self._speculation
         if spec is not None and spec.utterance == utterance and spec.user_text != text:
@@ -593,7 +608,7 @@ class Conversation:
         level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text, self._reply_text(), no_speech_prob, level, self.user_level_db, background):
+            if self.policy.interrupts(text, hold.echo, no_speech_prob, level, self.user_level_db, background):
                 out += self._barge_in(t, reason="words")
             else:
                 return out + self._resume(t, text, reason="backchannel" if text else "noise")
@@ -689,11 +704,15 @@ class Conversation:
         """The conversation ends (the client left, Ctrl+C): a reply in flight is kept as far as it was heard."""
         out = self._discard(t, "closed")
         r = self._response
-        if r is None:
-            return out
-        if self._hold is None:
-            self._hold = _Hold(None, t, t, r.ledger.played)
-        return out + self._barge_in(t, "closed")
+        if r is not None:
+            if self._hold is None:
+                self._hold = _Hold(None, t, t, r.ledger.played)
+            out += self._barge_in(t, "closed")
+        # What the person said and was not answered yet is kept all the same.
+        waiting, self._waiting = self._waiting, []
+        for _, text, onset, end in waiting:
+            self.history.add(Turn("user", text, t_start=onset, t_end=end))
+        return out
 
     def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
         """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
@@ -743,10 +762,6 @@ class Conversation:
         hold = self._hold
         return hold is not None and hold.utterance == self._utterance
 
-    def _reply_text(self) -> str:
-        r = self._response
-        return r.generated if r is not None else ""
-
     def _idle_state(self) -> State:
         if self.user_speaking:
             return State.USER_SPEAKING
@@ -763,21 +778,39 @@ class Conversation:
         return _Response(self._response_ids, text, t, grouper)
 
     def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
+        """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
         out: list[Command] = []
         spec = self._speculation
         if spec is not None:
             if (spec.utterance, spec.user_text, spec.messages) == (utterance, text, self._messages(text)):
                 return self._commit(spec, onset, end, t)
             out += self._discard(t, "transcript")
+        # Finals that came while a reply played on are the turn's beginning: one reply to all of it.
+        waiting, self._waiting = self._waiting, []
+        for _, said, said_onset, said_end in waiting:
+            self.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
         messages = self._messages(text)
         self.history.add(Turn("user", text, t_start=onset, t_end=end))
-        r = self._response = self._new_response(text, t)
+        answered = " ".join([*(w[1] for w in waiting), text])
+        r = self._response = self._new_response(answered, t)
         self.state = State.THINKING
         return [
             *out,
-            Emit(ResponseStart(t, response=r.id, utterance=utterance, text=text)),
+            Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
             StartResponse(r.id, messages),
+            *self._hold_for_later_speech(r, utterance, t),
         ]
+
+    def _hold_for_later_speech(self, r: _Response, utterance: int, t: float) -> list[Command]:
+        """Reply ``r`` to ``utterance`` starts while the person has gone on speaking (their speech
+        went on over the endpoint, before the reply began): that speech is over the reply as much
+        as any, so the reply is held, before any of it plays, until its words are judged."""
+        later = self._utterance
+        if later == utterance or self._hold is not None or not (self.user_speaking or later in self._transcribing):
+            return []
+        self._hold = _Hold(later, self._onset, t, 0)
+        self.state = State.PAUSED
+        return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=later))]
 
     def _speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
         """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
@@ -935,5 +968,5 @@ class Conversation:
         self._response = None
         self.state = self._idle_state()
         if self._waiting:
-            out += self._answer(*self._waiting.pop(0), t)
+            out += self._answer(*self._waiting.pop(), t)  # with those before it
         return out
