@@ -531,7 +531,7 @@ class Conversation:
         if hold is None or hold.utterance != self._utterance or hold.checking:
             return out
         if t - hold.onset - hold.checked_at < self.policy.commit_s:
-            return []
+            return out
         hold.checking = True
         hold.checked_at = t - hold.onset
         return [*out, CheckInterruption(hold.utterance, hold.onset, t)]
