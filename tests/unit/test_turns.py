@@ -457,6 +457,21 @@ def test_a_speculative_reply_is_held_back_then_committed_at_the_endpoint():
     assert conv.history.turns[-1].text == "It is noon. And then lunch."
 
 
+def test_a_committed_reply_cut_before_it_played_was_heard_not_at_all():
+    """The ledger of a speculative reply counts its audio synthesized ahead as queued, never as played."""
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    (syn,) = of(Synthesize, conv.llm_delta(r, "It is noon. And", 1.25))
+    conv.tts_audio(r, syn.chunk, "It is noon.", 300, [Word("It", 100), Word("is", 200), Word("noon.", 300)], 1.3, True)
+    conv.speech_ended(1.0, 1.5)
+    conv.speech_started(1.52, 1.7)  # before a sample of it was played
+    (check,) = of(CheckInterruption, conv.speech_continues(2.2))
+    cmds = conv.interruption_checked(check.utterance, "no, tomorrow please", 2.3)
+    (trunc,) = events(Truncate, cmds)
+    assert (trunc.response, trunc.audio_end_ms, trunc.text) == (r, 0, "")
+    assert [t.role for t in conv.history.turns] == ["user"]
+
+
 def test_the_endpoint_before_the_first_token_commits_and_the_reply_goes_on():
     conv = Conversation(speculation=Budget())
     r = speculating(conv).response
