@@ -47,7 +47,7 @@ def _free_port() -> int:
 def _serve(port: int, db, log_path) -> subprocess.Popen:
     log = open(log_path, "a")  # noqa: SIM115 - the process holds it
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port), "--db", str(db)],
+        [sys.executable, "-m", "voice.run", "--serve", "--log-json", "--port", str(port), "--db", str(db)],
         cwd=ROOT, stdout=log, stderr=log, start_new_session=True,  # its own group: killed whole, engines too
     )  # fmt: skip
     deadline = time.monotonic() + 300
@@ -116,7 +116,8 @@ async def test_a_killed_server_keeps_every_finalized_turn_and_the_conversation_g
         result = await talk(url, load_audio(_rec("axb_a0004").path), resume=session, quiet_s=15.0)
         assert result.session == session and [t["role"] for t in result.history] == ["user"]
         assert result.history[0]["text"] == turns[0].text
-        assert result.of("turn_end") and not result.of("error")
+        seen = [(e["type"], e.get("client_t")) for e in result.events]
+        assert result.of("turn_end") and not result.of("error"), (seen, (tmp_path / "serve.log").read_text()[-12000:])
         with ConversationStore.open(db) as store:
             after = store.turns(session)
         assert [t.role for t in after] == ["user", "user", "assistant"]
