@@ -185,9 +185,7 @@ class VoiceServer:
 
     async def start(self) -> None:
         cfg = self.config
-        # glibc's mmap threshold fixed at 4 MiB: a session's big buffers (the ASR's 7.7 MB ring) go back
-        # to the system when it closes. Measured (scripts/bench_session_memory): RSS +0.5% after 2,000
-        # sessions, no cost to the engines; 128 KiB made the Whisper pass 35% slower. voice/shell/heap.py.
+        # What a closed session freed goes back to the system (the choice and its figures: voice/shell/heap.py).
         heap.tune()
         self._server = await serve(
             self._handle,
