@@ -96,8 +96,9 @@ async def talk(
 ) -> ClientResult:
     """Say ``audio`` (mono float32 at ``rate``) to the server at ``url`` and listen to the answer.
 
-    After the recording the client sends silence until no reply is in flight
-    and nothing has happened for ``quiet_s`` (or ``max_tail_s`` passed).
+    After the recording the client sends silence until no reply is in flight,
+    every utterance the server ended has its final transcript, and nothing has
+    happened for ``quiet_s`` (or ``max_tail_s`` passed).
     ``interrupt=(speech, after_s)``: once the speaker has played ``after_s`` of
     the first reply, say ``speech`` over it (a barge-in). ``honour_pause=False``
     is a client that ignores pause and stop, and plays everything it is sent.
@@ -117,7 +118,9 @@ async def talk(
         result.history = ready.get("history", [])
         result.session, result.output_rate = ready["session"], ready["output_sample_rate"]
         out_frame = round(FRAME_S * result.output_rate)
-        state = {"open": 0, "speaking": False, "last_event": time.monotonic(), "reported": (0, 0)}
+        # "heard": utterances whose endpoint came and whose final transcript has not:
+        # a cold or busy server may take seconds over it, with no event between.
+        state = {"open": 0, "speaking": False, "heard": 0, "last_event": time.monotonic(), "reported": (0, 0)}
 
         async def receive() -> None:
             async for message in ws:
@@ -131,6 +134,9 @@ async def talk(
                 kind = event["type"]
                 if kind in ("speech_start", "speech_end"):
                     state["speaking"] = kind == "speech_start"
+                    state["heard"] += kind == "speech_end"
+                elif kind == "transcript_final":
+                    state["heard"] = max(0, state["heard"] - 1)
                 elif kind == "response_start":
                     state["open"] += 1
                 elif kind == "turn_end":
@@ -174,6 +180,7 @@ async def talk(
                         pending is None
                         and state["open"] <= 0
                         and not state["speaking"]
+                        and not state["heard"]
                         and min(quiet, tail * FRAME_S) >= quiet_s
                         and not len(speaker.buffer)
                     )
