@@ -126,8 +126,9 @@ async def test_real_time_runs_the_same_code(engines, replay_run):
     (turn,) = turn_latencies(run.events)
     # On real time the engines take time: the first audio comes after the endpoint.
     assert turn.voice_to_voice_s is not None and turn.voice_to_voice_s > turn.endpoint_s
-    # The final pass starts in the silence before the endpoint: often ready when it comes.
-    assert turn.llm_first_token_s > 0 and turn.asr_final_s >= 0
+    # The final pass starts in the silence before the endpoint: often ready when it comes; and with it
+    # the speculative reply, whose first token may be in by then too (0: counted from the endpoint).
+    assert turn.llm_first_token_s >= 0 and turn.asr_final_s >= 0
 
 
 async def test_silence_starts_no_turn(engines, replay_run):

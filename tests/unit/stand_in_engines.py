@@ -26,8 +26,8 @@ from asr.whisper import Transcript
 from llm.base import Delta
 from tts.piper_tts import SpeechPiece
 from voice.core.audio import ASR_RATE
+from voice.core.budget import Budget
 from voice.core.ledger import Word
-from voice.core.partials import PartialBudget
 
 OUTPUT_RATE = 24000
 WORD_S = 0.25
@@ -119,7 +119,8 @@ class StandInEngines:
     tts: StandInTTS = field(default_factory=StandInTTS)
     output_rate: int = OUTPUT_RATE
     smart_turn: StandInSmartTurn | None = None
-    partial_budget: PartialBudget = field(default_factory=PartialBudget)
+    partial_budget: Budget = field(default_factory=Budget)
+    speculation_budget: Budget = field(default_factory=Budget)
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))

@@ -32,6 +32,9 @@ from voice.core.events import (
     PlaybackStart,
     PlaybackStopped,
     ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -127,6 +130,18 @@ def ws() -> VoiceProtocol:
             '{"type":"response_start","t":1.7,"response":1,"utterance":1,"text":"what time is it"}',
         ),
         (
+            SpeculativeStart(1.3, response=1, utterance=1, text="what time is it"),
+            '{"type":"speculative_start","t":1.3,"response":1,"utterance":1}',
+        ),
+        (
+            SpeculativeCommit(1.6, response=1, utterance=1, ready=True, tokens=12),
+            '{"type":"speculative_commit","t":1.6,"response":1}',
+        ),
+        (
+            SpeculativeDiscard(1.4, response=1, utterance=1, reason="speech", tokens=12),
+            '{"type":"speculative_discard","t":1.4,"response":1,"reason":"speech"}',
+        ),
+        (
             TtsChunk(2.0, response=1, chunk=1, text="It's noon — café?"),
             '{"type":"assistant_text","t":2.0,"response":1,"chunk":1,"text":"It\'s noon — café?"}',
         ),
@@ -209,6 +224,29 @@ def test_ws_a_whole_turn_in_order(ws):
         "transcript_partial",
         "speech_end",
         "transcript_final",
+        "response_start",
+        "assistant_text",
+        "assistant_text",
+        "turn_end",
+    ]
+
+
+def test_ws_a_speculated_turn_in_order(ws):
+    """A reply started on the early final and committed at the endpoint: the client is told it was
+    started early, and then sees the same turn as ever, from response_start on."""
+    speculated = [
+        SpeculativeStart(1.3, response=1, utterance=1, text="what time is it"),
+        *USER_TURN[2:],
+        SpeculativeCommit(1.7, response=1, utterance=1, ready=True, tokens=9),
+        *REPLY,
+    ]
+    assert kinds(feed(ws, *USER_TURN[:2], *speculated)) == [
+        "speech_start",
+        "transcript_partial",
+        "speculative_start",
+        "speech_end",
+        "transcript_final",
+        "speculative_commit",
         "response_start",
         "assistant_text",
         "assistant_text",
@@ -416,6 +454,10 @@ def test_rt_a_pipeline_error_is_a_server_error(rt):
         Backchannel(3.1, utterance=2, text="okay"),
         LlmCancelled(3.3, response=1),
         TtsCancelled(3.3, response=1, chunks_dropped=1),
+        # Speculation is the server's: a Realtime client sees the reply from response.created, at the endpoint.
+        SpeculativeStart(1.3, response=2, utterance=2, text="and tomorrow"),
+        SpeculativeCommit(1.6, response=1, utterance=1, ready=True, tokens=12),
+        SpeculativeDiscard(1.4, response=2, utterance=2, reason="speech", tokens=12),
     ],
     ids=lambda e: e.type,
 )

@@ -28,6 +28,9 @@ from voice.core.events import (
     PlaybackStart,
     PlaybackStopped,
     ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -77,6 +80,18 @@ WIRE: list[tuple[Event, str]] = [
     (
         AsrFinal(2.9, text="what time is it", utterance=1),
         '{"t": 2.9, "type": "asr_final", "text": "what time is it", "utterance": 1}',
+    ),
+    (
+        SpeculativeStart(2.6, response=1, utterance=1, text="what time is it"),
+        '{"t": 2.6, "type": "speculative_start", "response": 1, "utterance": 1, "text": "what time is it"}',
+    ),
+    (
+        SpeculativeDiscard(2.7, response=1, utterance=1, reason="speech", tokens=12),
+        '{"t": 2.7, "type": "speculative_discard", "response": 1, "utterance": 1, "reason": "speech", "tokens": 12}',
+    ),
+    (
+        SpeculativeCommit(2.9, response=2, utterance=1, ready=True, tokens=12),
+        '{"t": 2.9, "type": "speculative_commit", "response": 2, "utterance": 1, "ready": true, "tokens": 12}',
     ),
     (
         ResponseStart(2.9, response=1, utterance=1, text="what time is it"),
@@ -191,7 +206,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 22
+    assert len(EVENTS) == 25
 
 
 def test_numbers_are_rounded_when_the_event_is_made():

@@ -16,11 +16,12 @@ from stand_in_engines import StandInVAD, silence
 
 from transport.files import load_audio
 from voice.core.audio import ASR_BLOCK, ASR_RATE
+from voice.core.budget import Budget
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig, SpeechOnset, SpeechStart
 from voice.core.hearing import FRAME_S, Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
-from voice.core.partials import PartialBudget, PartialConfig
+from voice.core.partials import PartialConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUESTION = FIXTURES / "cmu_arctic_us_aew_a0003.wav"
@@ -90,7 +91,7 @@ def test_the_echo_gate_needs_the_raw_view_and_decides_between_the_two():
 
 def test_partials_follow_their_schedule_and_share_one_budget():
     config = PartialConfig(interval_s=1.0, min_audio_s=0.6)
-    budget = PartialBudget(max_in_flight=1)
+    budget = Budget(max_in_flight=1)
     a = Hearing(EndpointConfig(), StandInVAD(), partials=config, budget=budget)
     b = Hearing(EndpointConfig(), StandInVAD(), partials=config, budget=budget)
     audio = np.concatenate([silence(0.3), load_audio(QUESTION)])
@@ -109,7 +110,7 @@ def test_partials_follow_their_schedule_and_share_one_budget():
 
 
 def test_a_partial_of_an_utterance_that_ended_is_not_reported():
-    budget = PartialBudget()
+    budget = Budget()
     hearing = Hearing(EndpointConfig(), StandInVAD(), partials=PartialConfig(min_audio_s=0.3), budget=budget)
     audio = np.concatenate([silence(0.3), load_audio(QUESTION)])
     (due,) = [h for h in feed(hearing, audio) if isinstance(h, PartialDue)][:1]
@@ -118,7 +119,7 @@ def test_a_partial_of_an_utterance_that_ended_is_not_reported():
 
 
 def test_a_failed_partial_only_releases_its_budget():
-    budget = PartialBudget()
+    budget = Budget()
     hearing = Hearing(EndpointConfig(), StandInVAD(), partials=PartialConfig(min_audio_s=0.3), budget=budget)
     (due,) = [
         h for h in feed(hearing, np.concatenate([silence(0.3), load_audio(QUESTION)])) if isinstance(h, PartialDue)

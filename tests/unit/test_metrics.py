@@ -11,6 +11,9 @@ from voice.core.events import (
     LlmFirstToken,
     PlaybackStart,
     ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     TtsChunk,
 )
@@ -57,6 +60,33 @@ def test_barge_ins_count_the_tokens_they_cancelled_and_sessions_are_apart():
     assert value(m, "voice_stage_seconds_count", stage="voice_to_voice") == 1
     m.session_closed("a")
     assert value(m, "voice_sessions_active") == 1
+
+
+def test_speculative_replies_count_by_outcome_with_the_tokens_discarded_ones_wasted():
+    m = PipelineMetrics()
+    sink = m.sink("a")
+    for e in [
+        SpeculativeStart(2.6, response=1, utterance=1, text="what"),
+        SpeculativeDiscard(2.7, response=1, utterance=1, reason="speech", tokens=12),
+        SpeculativeStart(2.8, response=2, utterance=1, text="what time is it"),
+        SpeechEnd(3.0, end=2.5, utterance=1),
+        AsrFinal(3.0, text="what time is it", utterance=1),
+        SpeculativeCommit(3.0, response=2, utterance=1, ready=True, tokens=20),
+        ResponseStart(3.0, response=2, utterance=1, text="what time is it"),
+        LlmFirstToken(3.0, response=2),
+        TtsChunk(3.0, response=2, chunk=1, text="Noon."),
+        LlmDone(3.0, response=2, tokens=20),
+        PlaybackStart(3.02, response=2),
+    ]:
+        sink(e)
+    assert value(m, "voice_speculative_replies_total", outcome="discarded") == 1
+    assert value(m, "voice_speculative_replies_total", outcome="ready") == 1
+    assert value(m, "voice_speculative_replies_total", outcome="late") == 0
+    assert value(m, "voice_speculative_wasted_tokens_total") == 12
+    assert value(m, "voice_llm_tokens_total") == 32
+    # Its latency counts from the endpoint: the reply was ready then.
+    assert value(m, "voice_stage_seconds_sum", stage="llm_first_token") == 0.0
+    assert abs(value(m, "voice_stage_seconds_sum", stage="voice_to_voice") - 0.52) < 1e-9
 
 
 def test_metrics_are_served_over_http():

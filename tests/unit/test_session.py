@@ -35,6 +35,10 @@ from voice.core.events import (
     PlaybackEnd,
     PlaybackPaused,
     PlaybackStart,
+    ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -113,7 +117,8 @@ async def test_a_turn_is_heard_answered_and_played_on_one_timeline():
     session = make_session()
     device = await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
     kinds = [type(e) for e in session.events]  # type: ignore[attr-defined]
-    assert kinds[:2] == [SpeechStart, SpeechEnd] and kinds[-1] is TurnEnd
+    # The reply is started on the early final, before the endpoint (speculation, on by default).
+    assert kinds[:4] == [SpeechStart, SpeculativeStart, SpeechEnd, AsrFinal] and kinds[-1] is TurnEnd
     (start,) = of(session, SpeechStart)
     (end,) = of(session, SpeechEnd)
     assert start.onset == pytest.approx(0.512, abs=0.04) and end.end == pytest.approx(1.7, abs=0.04)
@@ -170,6 +175,45 @@ async def test_a_cough_over_the_reply_pauses_it_and_resumes_it_where_it_paused()
     assert [c for c, _ in device.commands] == ["pause", "resume"]
     assert of(session, BargeIn) == []
     assert [t.text for t in session.history.turns][-1] == "It is noon now and the sun is high in the sky today."
+
+
+async def test_a_speculative_reply_plays_only_from_the_endpoint_and_a_discarded_one_never():
+    """A 0.3 s pause: the early final starts a reply, the person goes on (discarded), then the
+    endpoint's early final starts another, committed: the one reply heard, from the endpoint."""
+    session = make_session(reply="It is noon.")
+    audio = [silence(0.5), tone(0.8, hz=QUESTION_HZ), silence(0.3), tone(0.6, hz=QUESTION_HZ), silence(0.2)]
+    device = await run(session, np.concatenate(audio))
+    kinds = [type(e) for e in session.events]  # type: ignore[attr-defined]
+    assert kinds[:7] == [
+        SpeechStart,
+        SpeculativeStart,
+        SpeculativeDiscard,
+        SpeculativeStart,
+        SpeechEnd,
+        AsrFinal,
+        SpeculativeCommit,
+    ]
+    (discard,) = of(session, SpeculativeDiscard)
+    (commit,) = of(session, SpeculativeCommit)
+    assert discard.reason == "speech" and discard.tokens == 3  # on virtual time it was all generated
+    assert commit.ready and commit.response != discard.response
+    assert [e.response for e in of(session, ResponseStart)] == [commit.response]
+    assert all(getattr(e, "response", commit.response) == commit.response for e in session.events[3:])  # type: ignore[attr-defined]
+    # Heard from the endpoint on, and only the committed reply; stored likewise.
+    (end,) = of(session, SpeechEnd)
+    first = int(np.argmax(np.abs(device.reply) > 0)) / OUTPUT_RATE
+    assert end.t < first <= end.t + 0.04
+    played = np.count_nonzero(np.abs(device.reply) > 0)
+    assert played == pytest.approx(WORD_S * OUTPUT_RATE, abs=2)  # "Sure.", once
+    assert [(t.role, t.text) for t in session.history.turns] == [("user", "what time is it"), ("assistant", "Sure.")]
+    assert device.commands == [] and session.engines.speculation_budget.in_flight == 0  # type: ignore[attr-defined]
+    assert session._held == {}  # type: ignore[attr-defined]
+
+
+async def test_no_speculation_when_switched_off():
+    session = make_session(speculate=False)
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    assert of(session, SpeculativeStart) == [] and [t.role for t in session.history.turns] == ["user", "assistant"]
 
 
 async def test_played_counts_from_the_device_are_what_the_ledger_counts():

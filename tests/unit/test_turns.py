@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from voice.core.budget import Budget
 from voice.core.events import (
     AsrFinal,
     Backchannel,
     BargeIn,
     Event,
     InterruptionCheck,
+    LlmDone,
     LlmFirstToken,
     PlaybackEnd,
     PlaybackPaused,
     PlaybackStart,
     PlaybackStopped,
     ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -28,7 +33,9 @@ from voice.core.turns import (
     BargeInPolicy,
     CancelResponse,
     CheckInterruption,
+    CommitSpeculation,
     Conversation,
+    DiscardSpeculation,
     Emit,
     PausePlayback,
     ResumePlayback,
@@ -388,3 +395,330 @@ def test_no_early_final_when_disabled():
     conv.speech_started(0.1, 0.35)
     assert conv.speech_paused(1.0, 0.4, 1.4) == []
     assert of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+
+
+# -- speculation: the reply started on the early final, before the endpoint -----------------
+
+
+def speculating(conv: Conversation, text: str = "what time is it", end: float = 1.0) -> StartResponse:
+    """The person said ``text`` up to ``end``; 128 ms into the silence its early final is in."""
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(end, 0.128, end + 0.13))
+    cmds = conv.early_transcript(early.utterance, end, text, end + 0.2)
+    (start,) = of(StartResponse, cmds)
+    assert start.speculative and emitted(cmds) == [SpeculativeStart]
+    return start
+
+
+def test_a_speculative_reply_is_held_back_then_committed_at_the_endpoint():
+    budget = Budget()
+    conv = Conversation("be brief", speculation=budget)
+    start = speculating(conv)
+    r = start.response
+    assert start.messages == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "what time is it"},
+    ]
+    assert budget.in_flight == 1 and conv.response is None and conv.state is State.USER_SPEAKING
+    # Generated and its first chunk synthesized, silently: no event, nothing stored, nothing else synthesized.
+    cmds = conv.llm_delta(r, "It is noon. And", 1.25)
+    (syn,) = of(Synthesize, cmds)
+    assert syn.text == "It is noon." and emitted(cmds) == []
+    assert conv.tts_audio(r, syn.chunk, "It is noon.", 300, [Word("It", 100), Word("is", 200)], 1.26, True) == []
+    assert conv.tts_done(r, syn.chunk, 1.26) == []
+    assert conv.llm_delta(r, " then lunch.", 1.27) == [] and conv.llm_done(r, 1.28) == []  # chunk 2 waits
+    assert conv.played(100, 1.3) == [] and conv.history.turns == []
+    # The endpoint, on that transcript: the reply it is, its held events with the endpoint's time.
+    cmds = conv.speech_ended(1.0, 1.5)
+    assert of(TranscribeFinal, cmds) == []
+    assert emitted(cmds) == [
+        SpeechEnd,
+        AsrFinal,
+        SpeculativeCommit,
+        ResponseStart,
+        LlmFirstToken,
+        TtsChunk,
+        LlmDone,
+    ]
+    assert {e.t for e in events(Event, cmds)} == {1.5}
+    (commit,) = events(SpeculativeCommit, cmds)
+    assert (commit.response, commit.ready, commit.tokens) == (r, True, 2)  # a token a delta here
+    assert of(CommitSpeculation, cmds) == [CommitSpeculation(r)]
+    assert [s.text for s in of(Synthesize, cmds)] == ["And then lunch."]
+    assert of(StartResponse, cmds) == []  # the request already runs
+    assert budget.in_flight == 0 and conv.response.id == r and conv.state is State.THINKING
+    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "what time is it")]
+    # From here it is the reply: played, then stored.
+    (syn2,) = of(Synthesize, cmds)
+    conv.tts_audio(r, syn2.chunk, syn2.text, 100, [Word("And", 50), Word("then", 80), Word("lunch.", 100)], 1.5, True)
+    conv.tts_done(r, syn2.chunk, 1.5)
+    assert emitted(conv.played(300, 1.52)) == [PlaybackStart]
+    assert emitted(conv.played(100, 1.6)) == [PlaybackEnd, TurnEnd]
+    assert conv.history.turns[-1].text == "It is noon. And then lunch."
+
+
+def test_a_committed_reply_cut_before_it_played_was_heard_not_at_all():
+    """The ledger of a speculative reply counts its audio synthesized ahead as queued, never as played."""
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    (syn,) = of(Synthesize, conv.llm_delta(r, "It is noon. And", 1.25))
+    conv.tts_audio(r, syn.chunk, "It is noon.", 300, [Word("It", 100), Word("is", 200), Word("noon.", 300)], 1.3, True)
+    conv.speech_ended(1.0, 1.5)
+    conv.speech_started(1.52, 1.7)  # before a sample of it was played
+    (check,) = of(CheckInterruption, conv.speech_continues(2.2))
+    cmds = conv.interruption_checked(check.utterance, "no, tomorrow please", 2.3)
+    (trunc,) = events(Truncate, cmds)
+    assert (trunc.response, trunc.audio_end_ms, trunc.text) == (r, 0, "")
+    assert [t.role for t in conv.history.turns] == ["user"]
+
+
+def test_the_endpoint_before_the_first_token_commits_and_the_reply_goes_on():
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    cmds = conv.speech_ended(1.0, 1.5)
+    (commit,) = events(SpeculativeCommit, cmds)
+    assert (commit.ready, commit.tokens) == (False, 0)
+    assert LlmFirstToken not in emitted(cmds) and of(CommitSpeculation, cmds)
+    # The first token comes after the endpoint: the usual reply from there on.
+    cmds = conv.llm_delta(r, "Noon.", 1.7)
+    assert emitted(cmds) == [LlmFirstToken] and events(LlmFirstToken, cmds)[0].t == 1.7
+    cmds = conv.llm_done(r, 1.8)
+    assert emitted(cmds) == [LlmDone] and [s.text for s in of(Synthesize, cmds)] == ["Noon."]
+
+
+def test_speech_after_the_early_final_discards_the_speculation_silently_and_the_next_one_answers():
+    budget = Budget()
+    conv = Conversation(speculation=budget)
+    a = speculating(conv, "what time").response
+    (syn,) = of(Synthesize, conv.llm_delta(a, "It is noon. Lunch", 1.25))
+    conv.tts_audio(a, syn.chunk, "It is noon.", 300, [Word("It", 300)], 1.26, True)
+    # The person goes on: the speculation is stale. Its request is aborted, unheard, unstored.
+    cmds = conv.speech_continues(1.3)
+    assert of(DiscardSpeculation, cmds) == [DiscardSpeculation(a)] and of(PausePlayback, cmds) == []
+    (discard,) = events(SpeculativeDiscard, cmds)
+    assert (discard.response, discard.reason, discard.tokens) == (a, "speech", 1)
+    assert budget.in_flight == 0 and conv.speculation is None
+    # What was still on its way for it counts for nothing.
+    assert conv.llm_delta(a, " is ready.", 1.31) == [] and conv.llm_done(a, 1.32) == []
+    assert conv.tts_done(a, syn.chunk, 1.33) == []
+    # The next pause: a new early final, a new speculation (one at a time), committed at the endpoint.
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.8, 0.128, 1.93))
+    cmds = conv.early_transcript(early.utterance, 1.8, "what time is it", 2.0)
+    (b,) = of(StartResponse, cmds)
+    assert b.speculative and b.response != a and b.messages[-1]["content"] == "what time is it"
+    cmds = conv.speech_ended(1.8, 2.3)
+    assert events(SpeculativeCommit, cmds)[0].response == b.response
+    assert [t.text for t in conv.history.turns] == ["what time is it"]
+
+
+def test_speech_over_a_speculative_reply_never_pauses_or_cuts_it():
+    """It is not the reply yet: the person holds the floor, and their onset is no barge-in."""
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    conv.llm_delta(r, "It is noon.", 1.25)
+    assert conv.speech_onset(1.3, 1.4) == [] and conv.state is State.USER_SPEAKING
+    cmds = conv.speech_continues(1.4)
+    assert {type(c) for c in cmds} == {DiscardSpeculation, Emit} and emitted(cmds) == [SpeculativeDiscard]
+
+
+def test_an_endpoint_for_more_speech_than_the_early_final_heard_discards():
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    cmds = conv.speech_ended(1.2, 1.7)  # the VAD's end moved on: the transcript is of less than the turn
+    assert of(DiscardSpeculation, cmds) == [DiscardSpeculation(r)]
+    (tf,) = of(TranscribeFinal, cmds)
+    assert tf.end == 1.2 and not tf.early
+    cmds = conv.transcript_final(tf.utterance, "what time is it now", 0.1, 1.2, 1.9)
+    (start,) = of(StartResponse, cmds)
+    assert not start.speculative and start.response != r
+
+
+def test_a_speculation_asked_on_a_conversation_that_changed_since_is_asked_again():
+    """A client truncated the previous reply after the speculation started: its prompt is not the turn's."""
+    conv = Conversation(speculation=Budget())
+    first = speaking(conv, "It is noon. The sun is high.", played=10_000)
+    assert conv.response is None
+    conv.speech_started(5.1, 5.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(6.0, 0.128, 6.13))
+    (spec,) = of(StartResponse, conv.early_transcript(early.utterance, 6.0, "and tomorrow", 6.2))
+    conv.truncate(first, 5, 6.3)  # 120 samples: "It"
+    cmds = conv.speech_ended(6.0, 6.5)
+    (discard,) = events(SpeculativeDiscard, cmds)
+    assert (discard.response, discard.reason) == (spec.response, "transcript")
+    (start,) = of(StartResponse, cmds)
+    assert not start.speculative and start.messages[-2] == {
+        "role": "assistant",
+        "content": "It" + INTERRUPTED_MARKER,
+    }
+
+
+def test_a_failed_speculative_request_is_discarded_and_the_endpoint_asks_again():
+    budget = Budget()
+    conv = Conversation(speculation=budget)
+    r = speculating(conv).response
+    cmds = conv.llm_done(r, 1.3, error="LLMError: gone")
+    assert events(SpeculativeDiscard, cmds)[0].reason == "failed" and budget.in_flight == 0
+    (start,) = of(StartResponse, conv.speech_ended(1.0, 1.5))
+    assert not start.speculative and start.response != r
+
+
+def test_an_empty_speculative_reply_ends_at_the_commit():
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    assert conv.llm_done(r, 1.3) == []
+    cmds = conv.speech_ended(1.0, 1.5)
+    assert emitted(cmds)[-2:] == [LlmDone, TurnEnd] and conv.response is None
+    assert [t.role for t in conv.history.turns] == ["user"] and conv.state is State.LISTENING
+
+
+def test_the_session_ending_discards_the_speculation_and_stores_nothing():
+    conv = Conversation(speculation=Budget())
+    r = speculating(conv).response
+    cmds = conv.end(1.2)
+    assert of(DiscardSpeculation, cmds) == [DiscardSpeculation(r)]
+    assert events(SpeculativeDiscard, cmds)[0].reason == "closed" and conv.history.turns == []
+
+
+def test_speculation_is_budgeted_over_the_sessions_sharing_the_engines():
+    budget = Budget(max_in_flight=1)
+    a, b = Conversation(speculation=budget), Conversation(speculation=budget)
+    speculating(a)
+    b.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, b.speech_paused(1.0, 0.128, 1.13))
+    assert b.early_transcript(early.utterance, 1.0, "hello there", 1.2) == []  # skipped, not queued
+    (start,) = of(StartResponse, b.speech_ended(1.0, 1.5))  # b's reply starts at its endpoint, as without
+    assert not start.speculative
+    a.speech_ended(1.0, 1.5)
+    assert budget.in_flight == 0
+
+
+def test_no_speculation_when_off_over_a_reply_or_without_words():
+    conv = Conversation()  # no budget: off
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    assert conv.early_transcript(early.utterance, 1.0, "what time is it", 1.2) == []
+    conv = Conversation(speculation=Budget())
+    conv.speech_started(0.1, 0.35)
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    assert conv.early_transcript(early.utterance, 1.0, " ", 1.2) == []
+    conv = Conversation(speculation=Budget())
+    speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)  # over the reply: judged as an interruption, not speculated on
+    (early,) = of(TranscribeFinal, conv.speech_paused(3.5, 0.128, 3.63))
+    assert conv.early_transcript(early.utterance, 3.5, "what about tomorrow", 3.8) == []
+
+
+# -- nothing the person says is lost ---------------------------------------------------------
+
+
+def test_speech_over_a_reply_not_yet_heard_is_judged_without_the_replys_words():
+    """The reply's words discount speech over it only once they could have been played (echo).
+    Here the LLM has repeated the person's words, but none of its audio exists yet."""
+    conv = Conversation()
+    r = answer_one(conv, "for the twentieth time that")
+    conv.llm_delta(r, "The two men shook hands. They", 1.7)  # synthesis asked, no audio yet
+    cmds = conv.speech_started(1.9, 2.1)
+    assert of(PausePlayback, cmds) and conv.state is State.PAUSED
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.0, 3.5))
+    cmds = conv.transcript_final(tf.utterance, "evening the two men shook hands", 1.9, 3.0, 3.6)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    (start,) = of(StartResponse, cmds)
+    assert start.messages[-1]["content"] == "evening the two men shook hands"
+    assert [(t.role, t.text) for t in conv.history.turns] == [
+        ("user", "for the twentieth time that"),
+        ("user", "evening the two men shook hands"),
+    ]
+
+
+def test_the_replys_own_words_heard_back_still_do_not_cut_it():
+    conv = Conversation()
+    speaking(conv, "It is noon. The sun is high.", played=150)
+    tf = short_speech_over(conv, 2.9)
+    assert of(ResumePlayback, conv.transcript_final(tf.utterance, "noon, the sun", 2.5, 2.9, 3.5))
+
+
+def test_speech_that_went_on_over_the_endpoint_holds_the_reply_before_it_plays():
+    """The person spoke again while the turn's final was being made: the reply starts paused, and
+    that speech is judged as speech over it. Words: it is cut unheard and they are answered."""
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf1,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    conv.speech_started(1.6, 1.8)  # the final of the first half is not in yet
+    assert conv.state is State.THINKING and conv.response is None
+    cmds = conv.transcript_final(tf1.utterance, "for the twentieth time that", 0.1, 1.0, 1.9)
+    (first,) = of(StartResponse, cmds)
+    assert of(PausePlayback, cmds) and events(PlaybackPaused, cmds)[0].utterance == 2
+    assert conv.state is State.PAUSED
+    syn = of(Synthesize, conv.llm_delta(first.response, "I see. Go on", 2.0))
+    conv.tts_audio(first.response, syn[0].chunk, "I see.", 100, [Word("I", 50), Word("see.", 100)], 2.1, True)
+    (tf2,) = of(TranscribeFinal, conv.speech_ended(3.0, 3.5))
+    assert tf2.over_reply
+    cmds = conv.transcript_final(tf2.utterance, "evening the two men shook hands", 1.6, 3.0, 3.6)
+    assert of(CancelResponse, cmds) == [CancelResponse(first.response)]
+    assert events(Truncate, cmds)[0].text == ""  # nothing of it was played: no assistant turn
+    (second,) = of(StartResponse, cmds)
+    assert [(t.role, t.text) for t in conv.history.turns] == [
+        ("user", "for the twentieth time that"),
+        ("user", "evening the two men shook hands"),
+    ]
+    assert second.messages[-2:] == [
+        {"role": "user", "content": "for the twentieth time that"},
+        {"role": "user", "content": "evening the two men shook hands"},
+    ]
+
+
+def test_a_backchannel_that_went_on_over_the_endpoint_lets_the_reply_play():
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf1,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    conv.speech_started(1.6, 1.8)
+    (first,) = of(StartResponse, conv.transcript_final(tf1.utterance, "what time is it", 0.1, 1.0, 1.9))
+    (tf2,) = of(TranscribeFinal, conv.speech_ended(2.0, 2.5))
+    cmds = conv.transcript_final(tf2.utterance, "um", 1.6, 2.0, 2.6)
+    assert of(ResumePlayback, cmds) and conv.response.id == first.response and conv.state is State.THINKING
+
+
+def _two_finals_pending_when_the_reply_starts(conv: Conversation) -> tuple[int, TranscribeFinal, TranscribeFinal]:
+    """Three utterances ended before the first one's final came: the reply to it starts held for
+    the last one, and the middle one's final waits for its turn."""
+    finals = []
+    for k in range(3):
+        conv.speech_started(0.1 + k, 0.35 + k)
+        finals += of(TranscribeFinal, conv.speech_ended(0.5 + k, 0.9 + k))
+    (start,) = of(StartResponse, conv.transcript_final(finals[0].utterance, "what time is it", 0.1, 0.5, 3.0))
+    assert conv.transcript_final(finals[1].utterance, "in London", 1.1, 1.5, 3.1) == [
+        Emit(AsrFinal(3.1, text="in London", utterance=finals[1].utterance))
+    ]
+    return start.response, finals[1], finals[2]
+
+
+def test_finals_that_waited_join_the_turn_that_cuts_the_reply():
+    conv = Conversation()
+    r, _, last = _two_finals_pending_when_the_reply_starts(conv)
+    cmds = conv.transcript_final(last.utterance, "no, in Paris", 2.1, 2.5, 3.2)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    (start,) = of(StartResponse, cmds)  # one reply to all that was said since
+    assert [m["content"] for m in start.messages] == ["what time is it", "in London", "no, in Paris"]
+    assert events(ResponseStart, cmds)[0].text == "in London no, in Paris"
+    assert [t.text for t in conv.history.turns] == ["what time is it", "in London", "no, in Paris"]
+
+
+def test_finals_not_answered_when_the_session_ends_are_kept():
+    conv = Conversation()
+    _, _, last = _two_finals_pending_when_the_reply_starts(conv)
+    assert of(ResumePlayback, conv.transcript_final(last.utterance, "okay", 2.1, 2.5, 3.2))
+    conv.end(3.5)
+    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "what time is it"), ("user", "in London")]
+
+
+def test_words_that_cut_the_reply_are_kept_if_the_final_pass_finds_none():
+    conv = Conversation(barge_in=BargeInPolicy(commit_s=0.6))
+    r = speaking(conv, played=150)
+    conv.speech_started(2.5, 2.7)
+    (check,) = of(CheckInterruption, conv.speech_continues(3.1))
+    assert of(CancelResponse, conv.interruption_checked(check.utterance, "wait a moment", 3.2)) == [CancelResponse(r)]
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.3, 3.8))
+    cmds = conv.transcript_final(tf.utterance, "", 2.5, 3.3, 3.9)
+    assert events(AsrFinal, cmds)[0].text == "wait a moment"
+    (start,) = of(StartResponse, cmds)
+    assert start.messages[-1] == {"role": "user", "content": "wait a moment"}

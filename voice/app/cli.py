@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--asr-full-window", action="store_true", help="encode Whisper's whole 30 s window (slower; see README)"
     )
     p.add_argument("--no-early-final", action="store_true", help="start the final ASR pass only at the endpoint")
+    p.add_argument(
+        "--no-speculate",
+        action="store_true",
+        help="start the reply at the endpoint, not on the early final before it (unheard until the endpoint)",
+    )
     p.add_argument("--output-rate", type=int, default=24000, help="reply audio sample rate")
     p.add_argument("--vad-threshold", type=float, default=EndpointConfig.threshold)
     p.add_argument(
@@ -522,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
         echo_cancel=not args.no_aec,
         early_final_s=None if args.no_early_final else SessionConfig.early_final_s,
+        speculate=not args.no_speculate,
     )
     if args.system_prompt is not None:
         session_cfg = dataclasses.replace(session_cfg, system_prompt=args.system_prompt)

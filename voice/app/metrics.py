@@ -13,6 +13,11 @@ session (``metrics.observe``) and it keeps, in its own registry,
 - ``voice_llm_tokens_total`` and ``voice_llm_cancelled_tokens_total``: tokens
   generated, and those of replies that a barge-in cut (heard or not: the
   generation the person stopped);
+- ``voice_speculative_replies_total{outcome}``: replies started on the early
+  final, before the endpoint: ``ready`` (committed with their first audio
+  ready at the endpoint), ``late`` (committed before it was), ``discarded``
+  (the person went on); ``voice_speculative_wasted_tokens_total``: the
+  tokens the discarded ones generated for nothing (in the tokens total too);
 - ``voice_sessions_active``.
 
 Nothing here does I/O; :func:`serve` exposes a registry over HTTP.
@@ -25,7 +30,18 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from voice.app.latency import STAGES, TurnTracker
-from voice.core.events import Backchannel, BargeIn, Error, Event, LlmDone, PlaybackResumed, ResponseStart, TurnEnd
+from voice.core.events import (
+    Backchannel,
+    BargeIn,
+    Error,
+    Event,
+    LlmDone,
+    PlaybackResumed,
+    ResponseStart,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    TurnEnd,
+)
 
 # Voice-to-voice lives between ~0.3 s (a GPU) and several seconds (a loaded CPU).
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0)
@@ -52,6 +68,15 @@ class PipelineMetrics:
         self.tokens = Counter("voice_llm_tokens_total", "LLM tokens generated", registry=r)
         self.cancelled_tokens = Counter(
             "voice_llm_cancelled_tokens_total", "LLM tokens of replies cut by a barge-in", registry=r
+        )
+        self.speculative = Counter(
+            "voice_speculative_replies_total",
+            "Replies started before the endpoint: committed ready, committed late, discarded",
+            ["outcome"],
+            registry=r,
+        )
+        self.wasted_tokens = Counter(
+            "voice_speculative_wasted_tokens_total", "LLM tokens of speculative replies discarded", registry=r
         )
         self.sessions = Gauge("voice_sessions_active", "Sessions open now", registry=r)
         self._trackers: dict[Any, TurnTracker] = {}
@@ -90,6 +115,12 @@ class PipelineMetrics:
                     self.barge_ins.inc()
                 self.tokens.inc(event.tokens)
                 self.cancelled_tokens.inc(event.tokens)
+            case SpeculativeCommit():
+                self.speculative.labels(outcome="ready" if event.ready else "late").inc()
+            case SpeculativeDiscard():
+                self.speculative.labels(outcome="discarded").inc()
+                self.tokens.inc(event.tokens)
+                self.wasted_tokens.inc(event.tokens)
             case Backchannel():
                 self.backchannels.inc()
             case PlaybackResumed():

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voice.core.audio import ASR_RATE, VAD_FRAME
+from voice.core.budget import Budget
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurn, EndOfTurnCommand, EndOfTurnConfig
 from voice.core.endpointing import (
@@ -56,7 +57,7 @@ from voice.core.endpointing import (
 )
 from voice.core.events import EndOfTurnDecision
 from voice.core.levels import BackgroundMeter, LevelMeter
-from voice.core.partials import PartialBudget, PartialConfig, PartialPolicy
+from voice.core.partials import PartialConfig, PartialPolicy
 
 FRAME_S = VAD_FRAME / ASR_RATE
 
@@ -130,7 +131,7 @@ class Hearing:
         vad_raw: SpeechProbability | None = None,
         gate: EchoGate | None = None,
         partials: PartialConfig | None = None,
-        budget: PartialBudget | None = None,
+        budget: Budget | None = None,
         end_of_turn: EndOfTurnConfig | None = None,
     ) -> None:
         if (gate is None) != (vad_raw is None):
@@ -144,7 +145,7 @@ class Hearing:
         self._vad_raw = vad_raw
         self.gate = gate
         self._partials = partials
-        self._budget = budget if budget is not None else PartialBudget()
+        self._budget = budget if budget is not None else Budget()
         self.level = LevelMeter()  # loudness of the current utterance's voiced frames
         self.background = BackgroundMeter()  # and of the rest, while the assistant plays
         self.frames = 0  # frames scored so far

@@ -55,25 +55,3 @@ class PartialPolicy:
             return None
         self.last_text = text
         return stable, unstable
-
-
-class PartialBudget:
-    """Partial passes in flight over every session that shares one recognizer.
-
-    Partials are previews: past the cap a due pass is skipped, not queued, so
-    that with many sessions they never take the cores the finals need.
-    """
-
-    def __init__(self, max_in_flight: int = 1) -> None:
-        self.max_in_flight = max_in_flight
-        self.in_flight = 0
-
-    @property
-    def available(self) -> bool:
-        return self.in_flight < self.max_in_flight
-
-    def take(self) -> None:
-        self.in_flight += 1
-
-    def release(self) -> None:
-        self.in_flight -= 1

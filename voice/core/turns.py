@@ -38,6 +38,39 @@ reply paused while it lasts, but never cuts it.
 
 The interrupting utterance is transcribed from its onset, pre-roll included,
 and answered as a new turn once it ends.
+
+Nothing the person says is lost. Speech that goes on after an endpoint is
+speech over the reply, whenever the reply starts: one that starts while the
+person is speaking again (their final came after they went on) starts held,
+and that speech is judged like any other over it. The reply's own words
+discount it only if they could have been played (synthesized before the
+pause): before then it cannot be their echo. The words that cut a reply are
+its turn even should the final pass find none. Finals that came while a reply
+played on without being judged (an earlier one held it) are answered with the
+next turn, in one reply, and stored when the session ends unanswered.
+
+Speculation. The final pass starts in the silence before the endpoint (the
+early final, ``early_final_s``); with a ``speculation`` budget, its transcript
+also starts the reply there and then: the LLM request
+(``StartResponse(speculative=True)``) and the synthesis of the first chunk,
+whose audio the session holds back. Until the endpoint the speculative reply
+is no reply: the person still holds the floor, nothing of it is played, none
+of its events but ``speculative_start`` is emitted, and speech over it cannot
+pause or cut it. Then:
+
+* the endpoint on the very transcript it was started on (and on the same
+  conversation): it is committed (``CommitSpeculation``): the person's turn
+  is stored, ``response_start`` and the events it held back are emitted with
+  the endpoint's time, and its audio plays at once;
+* the person goes on speaking past the audio the early final heard, the
+  transcript at the endpoint differs, or its request fails: it is discarded
+  (``DiscardSpeculation``): the request is aborted in the engine, what was
+  synthesized dropped, nothing stored, and ``speculative_discard`` says how
+  many tokens went for nothing. The next early final may start another.
+
+At most one speculative reply per session, and only while no reply is in
+flight; the budget, shared by the sessions on one set of engines, caps them
+over all sessions (past it the reply starts at the endpoint, as without).
 """
 
 from __future__ import annotations
@@ -46,11 +79,13 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from voice.core.budget import Budget
 from voice.core.events import (
     AsrFinal,
     Backchannel,
     BargeIn,
     BargeInReason,
+    DiscardReason,
     Event,
     InterruptionCheck,
     LlmDone,
@@ -62,6 +97,9 @@ from voice.core.events import (
     PlaybackStopped,
     ResponseStart,
     ResumeReason,
+    SpeculativeCommit,
+    SpeculativeDiscard,
+    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     Truncate,
@@ -210,8 +248,28 @@ class TranscribeFinal:
 
 @dataclass(frozen=True)
 class StartResponse:
+    """Start the LLM request of reply ``response``. ``speculative``: before the endpoint: hold back
+    the audio synthesized for it, unplayed, until ``CommitSpeculation`` (or ``DiscardSpeculation``)."""
+
     response: int
     messages: list[dict[str, str]]
+    speculative: bool = False
+
+
+@dataclass(frozen=True)
+class CommitSpeculation:
+    """The speculative reply ``response`` is the reply: queue the audio held back for it for
+    playback, and the audio synthesized for it from now on, as for any reply."""
+
+    response: int
+
+
+@dataclass(frozen=True)
+class DiscardSpeculation:
+    """Drop the speculative reply ``response``: abort its LLM request in the engine, cancel its
+    synthesis, drop the audio held back for it. None of it was played: the speaker is left alone."""
+
+    response: int
 
 
 @dataclass(frozen=True)
@@ -258,6 +316,8 @@ class Emit:
 Command = (
     TranscribeFinal
     | StartResponse
+    | CommitSpeculation
+    | DiscardSpeculation
     | Synthesize
     | CheckInterruption
     | PausePlayback
@@ -284,6 +344,14 @@ class _Response:
     chunk_texts: dict[int, str] = field(default_factory=dict)
     first_token_at: float | None = None
     playback_started_at: float | None = None
+    # Speculative (started on the early final, before the endpoint) until committed:
+    speculative: bool = False
+    utterance: int = 0  # the utterance it answers
+    end: float = 0.0  # where the speech its transcript heard ended
+    messages: list[dict[str, str]] = field(default_factory=list)  # what the LLM was asked
+    held: list[str] = field(default_factory=list)  # chunks not sent to synthesis yet (all but the first)
+    ready: list[int] = field(default_factory=list)  # chunks whose first audio came (tts_chunk held back)
+    error: str | None = None  # how generation failed (llm_done held back)
 
 
 @dataclass
@@ -308,6 +376,9 @@ class _Hold:
     played: int  # samples of the reply played when it paused
     checked_at: float = 0.0  # speech time (since onset) of the last words check
     checking: bool = False
+    # The reply's words synthesized when it paused: all that its speaker could have been given,
+    # and so all that speech over it may be an echo of ("": none, it cannot be the reply's echo).
+    echo: str = ""
 
 
 class Conversation:
@@ -321,11 +392,14 @@ class Conversation:
         output_rate: int = 24000,
         early_final_s: float | None = 0.128,
         first_phrase_min_words: int | None = 5,
+        speculation: Budget | None = None,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
         speaking its answer is dropped; if not, the endpoint finds the
-        transcript ready or on its way, the hangover's wait spent on the ASR."""
+        transcript ready or on its way, the hangover's wait spent on the ASR.
+        ``speculation``: the budget of speculative replies over all sessions
+        (None: the reply starts at the endpoint); see the module's docstring."""
         self.system_prompt = system_prompt
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
@@ -340,17 +414,25 @@ class Conversation:
         self._onset = 0.0
         self._response_ids = 0
         self._response: _Response | None = None
+        self.speculation_budget = speculation
+        self._speculation: _Response | None = None  # started before the endpoint, not committed
         self._hold: _Hold | None = None
         self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
         # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
         self._levels: dict[int, tuple[float | None, float | None]] = {}
         self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
         self._transcribing: set[int] = set()
+        self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
 
     @property
     def response(self) -> _Response | None:
         return self._response
+
+    @property
+    def speculation(self) -> _Response | None:
+        """The speculative reply in flight (None: none)."""
+        return self._speculation
 
     @property
     def utterance(self) -> int:
@@ -368,7 +450,7 @@ class Conversation:
         r = self._response
         if r is None or self._hold is not None:
             return []
-        self._hold = _Hold(None, onset, t, r.ledger.played)
+        self._hold = _Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
         self.state = State.PAUSED
         return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
 
@@ -391,7 +473,7 @@ class Conversation:
             hold.utterance = self._utterance  # paused on its onset already
             hold.onset = onset
         elif r is not None and hold is None:
-            self._hold = _Hold(self._utterance, onset, t, r.ledger.played)
+            self._hold = _Hold(self._utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
             self.state = State.PAUSED
             out += [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=self._utterance))]
         elif self.state is State.LISTENING:
@@ -422,7 +504,7 @@ class Conversation:
             self._early = None
             return self.transcript_final(utterance, text, self._onset, end, t, no_speech_prob)
         early.text, early.no_speech_prob = text, no_speech_prob
-        return []
+        return self._speculate(utterance, end, text, t)
 
     def early_failed(self, utterance: int, end: float) -> list[Command]:
         """An early final pass raised: the endpoint's own pass is needed after all."""
@@ -441,14 +523,18 @@ class Conversation:
             early.stale = True  # spoken past the audio it was given
             if early.text is not None:
                 self._early = None
+        spec = self._speculation
+        out: list[Command] = []
+        if spec is not None and spec.utterance == self._utterance and t > spec.end + 1e-9:
+            out += self._discard(t, "speech")  # the person goes on: its transcript is not the turn
         hold = self._hold
         if hold is None or hold.utterance != self._utterance or hold.checking:
-            return []
+            return out
         if t - hold.onset - hold.checked_at < self.policy.commit_s:
-            return []
+            return out
         hold.checking = True
         hold.checked_at = t - hold.onset
-        return [CheckInterruption(hold.utterance, hold.onset, t)]
+        return [*out, CheckInterruption(hold.utterance, hold.onset, t)]
 
     def interruption_checked(
         self,
@@ -475,9 +561,8 @@ class Conversation:
             background_db=background_db,
         )
         out: list[Command] = [Emit(check)]
-        if self.policy.interrupts(
-            text, self._reply_text(), no_speech_prob, level_db, self.user_level_db, background_db
-        ):
+        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db):
+            self._cut_by[utterance] = text
             out += self._barge_in(t, reason="words")
         return out
 
@@ -496,6 +581,9 @@ class Conversation:
             self.state = State.THINKING
         speech_end = SpeechEnd(t, end=end, utterance=self._utterance, level_db=level_db, background_db=background_db)
         out: list[Command] = [Emit(speech_end)]
+        spec = self._speculation
+        if spec is not None and (spec.utterance != self._utterance or spec.end != end):
+            out += self._discard(t, "speech")  # started on less than the whole utterance
         early = self._early
         if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
             if early.text is None:
@@ -510,12 +598,17 @@ class Conversation:
     ) -> list[Command]:
         """The ASR final for an utterance; empty text means it held no words."""
         self._transcribing.discard(utterance)
-        text = text.strip()
+        # Speech that cut the reply by its words is kept, even should the final pass find none.
+        text = text.strip() or self._cut_by.get(utterance, "")
+        self._cut_by.pop(utterance, None)
         out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
+        spec = self._speculation
+        if spec is not None and spec.utterance == utterance and spec.user_text != text:
+            out += self._discard(t, "transcript")
         level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text, self._reply_text(), no_speech_prob, level, self.user_level_db, background):
+            if self.policy.interrupts(text, hold.echo, no_speech_prob, level, self.user_level_db, background):
                 out += self._barge_in(t, reason="words")
             else:
                 return out + self._resume(t, text, reason="backchannel" if text else "noise")
@@ -542,7 +635,8 @@ class Conversation:
         out: list[Command] = []
         if r.first_token_at is None:
             r.first_token_at = t
-            out.append(Emit(LlmFirstToken(t, response=response)))
+            if not r.speculative:  # else at the commit
+                out.append(Emit(LlmFirstToken(t, response=response)))
         r.generated += text
         return out + self._synthesize(r, r.grouper.feed(text))
 
@@ -551,7 +645,12 @@ class Conversation:
         if r is None:
             return []
         r.llm_done = True
-        out: list[Command] = [Emit(LlmDone(t, response=response, tokens=r.tokens, error=error or None))]
+        r.error = error or None
+        if r.speculative:
+            if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
+                return self._discard(t, "failed")
+            return self._synthesize(r, r.grouper.flush())  # llm_done at the commit
+        out: list[Command] = [Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error))]
         out += self._synthesize(r, r.grouper.flush())
         return out + self._maybe_finish(r, t)
 
@@ -565,6 +664,9 @@ class Conversation:
         if n_samples:
             r.ledger.add_chunk(text, n_samples, words)
         if not first:
+            return []
+        if r.speculative:
+            r.ready.append(chunk)  # its tts_chunk at the commit, when its audio is queued for playback
             return []
         return [Emit(TtsChunk(t, response=response, chunk=chunk, text=r.chunk_texts[chunk]))]
 
@@ -600,12 +702,17 @@ class Conversation:
 
     def end(self, t: float) -> list[Command]:
         """The conversation ends (the client left, Ctrl+C): a reply in flight is kept as far as it was heard."""
+        out = self._discard(t, "closed")
         r = self._response
-        if r is None:
-            return []
-        if self._hold is None:
-            self._hold = _Hold(None, t, t, r.ledger.played)
-        return self._barge_in(t, "closed")
+        if r is not None:
+            if self._hold is None:
+                self._hold = _Hold(None, t, t, r.ledger.played)
+            out += self._barge_in(t, "closed")
+        # What the person said and was not answered yet is kept all the same.
+        waiting, self._waiting = self._waiting, []
+        for _, text, onset, end in waiting:
+            self.history.add(Turn("user", text, t_start=onset, t_end=end))
+        return out
 
     def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
         """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
@@ -655,34 +762,128 @@ class Conversation:
         hold = self._hold
         return hold is not None and hold.utterance == self._utterance
 
-    def _reply_text(self) -> str:
-        r = self._response
-        return r.generated if r is not None else ""
-
     def _idle_state(self) -> State:
         if self.user_speaking:
             return State.USER_SPEAKING
         return State.THINKING if self._transcribing else State.LISTENING
 
-    def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
-        self.history.add(Turn("user", text, t_start=onset, t_end=end))
+    def _messages(self, text: str) -> list[dict[str, str]]:
+        """The LLM request that answers ``text``: the conversation so far, then it."""
+        return [*self.history.messages(self.system_prompt), {"role": "user", "content": text}]
+
+    def _new_response(self, text: str, t: float) -> _Response:
         self._response_ids += 1
         phrase = self.first_phrase_min_words
         grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        self._response = _Response(self._response_ids, text, t, grouper)
+        return _Response(self._response_ids, text, t, grouper)
+
+    def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
+        """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
+        out: list[Command] = []
+        spec = self._speculation
+        if spec is not None:
+            if (spec.utterance, spec.user_text, spec.messages) == (utterance, text, self._messages(text)):
+                return self._commit(spec, onset, end, t)
+            out += self._discard(t, "transcript")
+        # Finals that came while a reply played on are the turn's beginning: one reply to all of it.
+        waiting, self._waiting = self._waiting, []
+        for _, said, said_onset, said_end in waiting:
+            self.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
+        messages = self._messages(text)
+        self.history.add(Turn("user", text, t_start=onset, t_end=end))
+        answered = " ".join([*(w[1] for w in waiting), text])
+        r = self._response = self._new_response(answered, t)
         self.state = State.THINKING
         return [
-            Emit(ResponseStart(t, response=self._response_ids, utterance=utterance, text=text)),
-            StartResponse(self._response_ids, self.history.messages(self.system_prompt)),
+            *out,
+            Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
+            StartResponse(r.id, messages),
+            *self._hold_for_later_speech(r, utterance, t),
         ]
 
+    def _hold_for_later_speech(self, r: _Response, utterance: int, t: float) -> list[Command]:
+        """Reply ``r`` to ``utterance`` starts while the person has gone on speaking (their speech
+        went on over the endpoint, before the reply began): that speech is over the reply as much
+        as any, so the reply is held, before any of it plays, until its words are judged."""
+        later = self._utterance
+        if later == utterance or self._hold is not None or not (self.user_speaking or later in self._transcribing):
+            return []
+        self._hold = _Hold(later, self._onset, t, 0)
+        self.state = State.PAUSED
+        return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=later))]
+
+    def _speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
+        """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
+        budget = self.speculation_budget
+        text = text.strip()
+        if (
+            budget is None
+            or not budget.available
+            or not text
+            or self.state is not State.USER_SPEAKING  # a reply is in flight, or an earlier turn is not answered
+            or self._speculation is not None
+            or self._response is not None
+            or self._waiting
+            or self._transcribing
+        ):
+            return []
+        budget.take()
+        r = self._speculation = self._new_response(text, t)
+        r.speculative, r.utterance, r.end, r.messages = True, utterance, end, self._messages(text)
+        return [
+            Emit(SpeculativeStart(t, response=r.id, utterance=utterance, text=text)),
+            StartResponse(r.id, r.messages, speculative=True),
+        ]
+
+    def _commit(self, r: _Response, onset: float, end: float, t: float) -> list[Command]:
+        """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
+        self._release_speculation()
+        self.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
+        r.speculative, r.started = False, t
+        self._response = r
+        self.state = State.THINKING
+        # Its events so far are emitted now: to the observers its latency counts from the endpoint.
+        out: list[Command] = [
+            Emit(SpeculativeCommit(t, response=r.id, utterance=r.utterance, ready=bool(r.ready), tokens=r.tokens)),
+            Emit(ResponseStart(t, response=r.id, utterance=r.utterance, text=r.user_text)),
+            CommitSpeculation(r.id),
+        ]
+        if r.first_token_at is not None:
+            out.append(Emit(LlmFirstToken(t, response=r.id)))
+        out += [Emit(TtsChunk(t, response=r.id, chunk=c, text=r.chunk_texts[c])) for c in r.ready]
+        held, r.held = r.held, []
+        if r.llm_done:
+            out.append(Emit(LlmDone(t, response=r.id, tokens=r.tokens, error=r.error)))
+        return out + self._synthesize(r, held) + self._maybe_finish(r, t)
+
+    def _discard(self, t: float, reason: DiscardReason) -> list[Command]:
+        """Drop the speculative reply, unheard and unstored (none: nothing to do)."""
+        r = self._speculation
+        if r is None:
+            return []
+        self._release_speculation()
+        return [
+            DiscardSpeculation(r.id),
+            Emit(SpeculativeDiscard(t, response=r.id, utterance=r.utterance, reason=reason, tokens=r.tokens)),
+        ]
+
+    def _release_speculation(self) -> None:
+        self._speculation = None
+        if self.speculation_budget is not None:
+            self.speculation_budget.release()
+
     def _current(self, response: int) -> _Response | None:
-        r = self._response
-        return r if r is not None and r.id == response else None
+        for r in (self._response, self._speculation):
+            if r is not None and r.id == response:
+                return r
+        return None
 
     def _synthesize(self, r: _Response, chunks: list[str]) -> list[Command]:
         out: list[Command] = []
         for text in chunks:
+            if r.speculative and r.chunks_requested:  # only the first chunk before the endpoint
+                r.held.append(text)
+                continue
             r.chunks_requested += 1
             r.chunk_texts[r.chunks_requested] = text
             out.append(Synthesize(r.id, r.chunks_requested, text))
@@ -742,8 +943,8 @@ class Conversation:
         return out
 
     def _maybe_finish(self, r: _Response, t: float) -> list[Command]:
-        if self._hold is not None:
-            return []  # judged first: resumed, or cut
+        if self._hold is not None or r.speculative:
+            return []  # judged first: resumed, or cut; not the reply yet
         if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
             return []
         out: list[Command] = []
@@ -767,5 +968,5 @@ class Conversation:
         self._response = None
         self.state = self._idle_state()
         if self._waiting:
-            out += self._answer(*self._waiting.pop(0), t)
+            out += self._answer(*self._waiting.pop(), t)  # with those before it
         return out

@@ -17,7 +17,7 @@ from asr.vad import SileroVAD, load_session
 from asr.whisper import WhisperRecognizer
 from llm.base import LLM, GenerationConfig
 from tts.piper_tts import PiperTTS
-from voice.core.partials import PartialBudget
+from voice.core.budget import Budget
 from voice.shell import models
 
 
@@ -72,7 +72,11 @@ class Engines:
     smart_turn: SmartTurn | None = None  # the end-of-turn model (None: not loaded; silence ends turns)
     # Partial passes running now over all sessions (event-loop thread only): past
     # its cap, sessions skip partials rather than queue them.
-    partial_budget: PartialBudget = field(default_factory=PartialBudget)
+    partial_budget: Budget = field(default_factory=Budget)
+    # Speculative replies (started on the early final, before the endpoint) in flight
+    # over all sessions: one, since its first chunk takes the one TTS thread that every
+    # session's reply needs; past it a turn's reply starts at the endpoint, as without.
+    speculation_budget: Budget = field(default_factory=Budget)
     # One thread each: the final pass never queues behind a partial pass, and
     # TTS never waits for ASR.
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))

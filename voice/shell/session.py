@@ -43,7 +43,9 @@ from voice.core.turns import (
     CancelResponse,
     CheckInterruption,
     Command,
+    CommitSpeculation,
     Conversation,
+    DiscardSpeculation,
     Emit,
     PausePlayback,
     ResumePlayback,
@@ -81,6 +83,9 @@ class SessionConfig:
     early_final_s: float | None = 0.128
     # The first chunk of a reply may end before a conjunction once it has this many words (None: never).
     first_phrase_min_words: int | None = 5
+    # Start the reply on the early final, before the endpoint, unheard until the endpoint confirms
+    # its transcript (Engines.speculation_budget caps them over all sessions); needs early_final_s.
+    speculate: bool = True
 
 
 class Session:
@@ -110,6 +115,7 @@ class Session:
             self.output_rate,
             self.config.early_final_s,
             self.config.first_phrase_min_words,
+            engines.speculation_budget if self.config.speculate else None,
         )
         cfg = self.config
         if cfg.end_of_turn is not None and engines.smart_turn is None:
@@ -132,6 +138,7 @@ class Session:
         self._llm_tasks: dict[int, asyncio.Task] = {}
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
+        self._held: dict[int, list[np.ndarray]] = {}  # speculative replies' audio, until committed
         self._tts_queue: asyncio.Queue[Synthesize] = asyncio.Queue()
         self._tts_task: asyncio.Task | None = None
         self._tts_pending = 0
@@ -252,7 +259,15 @@ class Session:
             elif isinstance(cmd, TranscribeFinal):
                 self._spawn(self._transcribe_final(cmd))
             elif isinstance(cmd, StartResponse):
+                if cmd.speculative:
+                    self._held[cmd.response] = []
                 self._llm_tasks[cmd.response] = self._spawn(self._generate(cmd))
+            elif isinstance(cmd, CommitSpeculation):
+                for audio in self._held.pop(cmd.response, []):
+                    self._playout.append(audio)
+            elif isinstance(cmd, DiscardSpeculation):
+                self._held.pop(cmd.response, None)
+                self._stop(cmd.response)
             elif isinstance(cmd, CheckInterruption):
                 self._spawn(self._check_interruption(cmd))
             elif isinstance(cmd, PausePlayback):
@@ -280,15 +295,24 @@ class Session:
     def _cancel(self, response: int) -> None:
         """Barge-in: stop generating, synthesizing and playing ``response``, now."""
         t = self.clock.now()
-        self._cancelled.add(response)
         self._playout.clear()
         self._playout.resume()  # the next reply starts playing at once
         self._device.flush()
+        generating, dropped, synthesizing = self._stop(response)
+        if generating:
+            self._emit(LlmCancelled(t, response=response))
+        if dropped or synthesizing:
+            self._emit(TtsCancelled(t, response=response, chunks_dropped=dropped))
+
+    def _stop(self, response: int) -> tuple[bool, int, bool]:
+        """Stop generating and synthesizing ``response``. Returns whether it was still generating,
+        how many chunks queued for synthesis were dropped, and whether one was being synthesized."""
+        self._cancelled.add(response)
         task = self._llm_tasks.pop(response, None)
-        if task is not None and not task.done():
+        generating = task is not None and not task.done()
+        if generating:
             # The task's stream is closed on cancellation, which aborts the request in the engine.
             task.cancel()
-            self._emit(LlmCancelled(t, response=response))
         # Chunks still queued for synthesis are dropped here; the worker skips
         # any it has already taken, and the one in progress stops at its next sentence.
         queued = [self._tts_queue.get_nowait() for _ in range(self._tts_queue.qsize())]
@@ -300,10 +324,10 @@ class Session:
             else:
                 self._tts_queue.put_nowait(cmd)
         current = self._tts_cancel
-        if current is not None and current[0] == response:
+        synthesizing = current is not None and current[0] == response
+        if synthesizing:
             current[1].set()
-        if dropped or (current is not None and current[0] == response):
-            self._emit(TtsCancelled(t, response=response, chunks_dropped=dropped))
+        return generating, dropped, synthesizing
 
     def _spawn(self, coro) -> asyncio.Task:
         self._work_started()
@@ -495,7 +519,11 @@ class Session:
                     continue
                 if cancel.is_set():
                     continue  # cancelled by a barge-in: drop what is still coming
-                self._playout.append(piece.audio)
+                held = self._held.get(cmd.response)
+                if held is not None:
+                    held.append(piece.audio)  # speculative: played only once committed
+                else:
+                    self._playout.append(piece.audio)
                 self._run(
                     self.conversation.tts_audio(
                         cmd.response, cmd.chunk, piece.text, len(piece.audio), piece.words, self.clock.now(), first
