@@ -170,6 +170,7 @@ FAILURES: dict[str, str] = {
     "asr_check": "checking speech over the reply failed; the final transcript decides",
     "asr_early_final": "the early transcript failed; the one at the endpoint follows",
     "asr_final": "the transcript of this utterance failed; it is not answered",
+    "end_of_turn": "the end-of-turn check failed; the silence decides when the turn is over",
     "llm": "the language model failed; the reply ends with what was said",
     "tts": "speech synthesis failed; the reply ends with what was said",
 }

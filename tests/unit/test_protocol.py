@@ -515,3 +515,15 @@ def test_reply_audio_comes_back_as_it_was_sent(started):
 def test_truncated_sends_nothing(started, text):
     # Our clients say what they played ('played'); the truncation is the 'truncate' event.
     assert started.truncated(TruncateReply(response=1, audio_end_ms=800), text) == []
+
+
+def test_every_stage_that_can_fail_tells_the_client_what_it_means():
+    """Each ``_error("stage", ...)`` in the session has its sentence in FAILURES (else the generic one)."""
+    import re
+    from pathlib import Path
+
+    from transport.protocol import FAILURES
+
+    source = (Path(__file__).resolve().parents[2] / "voice" / "shell" / "session.py").read_text()
+    stages = set(re.findall(r'_error\("(\w+)"', source)) - {"internal"}
+    assert stages and stages <= set(FAILURES), stages - set(FAILURES)

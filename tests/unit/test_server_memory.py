@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 import transport.ws_server as ws_server
 from transport.protocol import Limits, float_to_pcm16
 from transport.ws_server import ClosedSession, ServerConfig, VoiceServer
+from voice.shell.session import SessionConfig
 
 SMALL_BUFFER = 4096  # the kernel's socket buffers, both ends: the outbox fills after a few kB, not MBs
 
@@ -32,7 +33,9 @@ async def start_server():
     engines = StandInEngines(StandInRecognizer({300: "what time is it"}), StandInLLM(["It is noon."]))
 
     async def start(limits: Limits) -> VoiceServer:
-        server = VoiceServer(engines, ServerConfig(port=0, limits=limits))  # type: ignore[arg-type]
+        # No end-of-turn model in the stand-in engines: silence ends the turn.
+        config = ServerConfig(port=0, limits=limits, session=SessionConfig(end_of_turn=None))
+        server = VoiceServer(engines, config)  # type: ignore[arg-type]
         await server.start()
         servers.append(server)
         return server

@@ -68,6 +68,8 @@ def make_session(
     **config,
 ) -> Session:
     engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), smart_turn=smart_turn)
+    if smart_turn is None:
+        config.setdefault("end_of_turn", None)  # no model: silence ends the turn
     events: list[Event] = []
     cfg = SessionConfig(echo_cancel=echo_cancel, **config)
     session = Session(engines, VirtualClock(), cfg, events.append, lockstep=True)  # type: ignore[arg-type]
@@ -345,9 +347,12 @@ async def test_the_early_transcript_weighs_in():
     assert (second.decision, second.trails_off) == ("end", True)  # 0.95 x 0.6 >= 0.5
 
 
-async def test_silence_alone_is_the_default_and_needs_no_model():
-    session = make_session()
-    assert session.config.end_of_turn is None
+def test_the_end_of_turn_model_is_the_default():
+    assert SessionConfig().end_of_turn == EndOfTurnConfig()
+
+
+async def test_silence_alone_needs_no_model():
+    session = make_session(end_of_turn=None)
     await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
     assert of(session, EndOfTurnCheck) == []
     (end,) = of(session, SpeechEnd)
@@ -357,3 +362,5 @@ async def test_silence_alone_is_the_default_and_needs_no_model():
 def test_end_of_turn_decisions_without_the_model_are_refused():
     with pytest.raises(ValueError, match="end-of-turn model"):
         make_session(end_of_turn=EOT)
+    with pytest.raises(ValueError, match="end-of-turn model"):
+        make_session(end_of_turn=SessionConfig().end_of_turn)  # the default needs it too

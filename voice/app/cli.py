@@ -137,8 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     turns.add_argument(
         "--turn-detector",
         choices=["smart-turn", "silence"],
-        # silence until the whole suite and the turn-taking benchmark (issue 15) have run with smart-turn.
-        default="silence",
+        default="smart-turn",
         help="what ends the person's turn: Smart Turn after a short silence, or silence alone (--hangover-ms)",
     )
     turns.add_argument(

@@ -70,9 +70,9 @@ class SessionConfig:
     )
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     # The end-of-turn model decides when the person's turn is over, and silence alone
-    # only after its max_wait_s (None: silence alone, endpoint.hangover_s, as before
-    # it; the command line's default is the model: --turn-detector).
-    end_of_turn: EndOfTurnConfig | None = None
+    # only after its max_wait_s (None: silence alone, endpoint.hangover_s, as before it;
+    # --turn-detector silence). The engines must have the model loaded (EngineConfig.smart_turn).
+    end_of_turn: EndOfTurnConfig | None = field(default_factory=EndOfTurnConfig)
     partials: PartialConfig = field(default_factory=PartialConfig)
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
