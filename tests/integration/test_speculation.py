@@ -18,8 +18,8 @@ from tests.conftest import FIXTURES
 from transport.files import load_audio
 from transport.replay import replay
 from voice.app.store import ConversationStore, open_history
+from voice.bench.fixtures import with_silence
 from voice.bench.scoring import word_error_rate
-from voice.bench.turns import with_pause
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.events import (
     Event,
@@ -87,7 +87,7 @@ async def test_a_speculative_reply_talked_over_is_never_heard_never_stored_and_a
 ):
     config = SessionConfig(end_of_turn=EndOfTurnConfig())
     session, events, in_engine, stored = await talk(
-        engines, with_pause(sentence, AT_S, 1.5), config, fast, tmp_path / "c.db"
+        engines, with_silence(sentence, AT_S, 1.5), config, fast, tmp_path / "c.db"
     )
     assert session.errors == []
     discarded = [e for e in events if isinstance(e, SpeculativeDiscard)]
@@ -123,7 +123,7 @@ async def test_the_second_half_after_a_pause_longer_than_the_wait_reaches_the_hi
     """The turn ends in the pause (1 s of silence), the reply starts, and the person goes on over it:
     the reply stops, and the rest of the sentence is the person's next turn, answered and stored."""
     config = SessionConfig(end_of_turn=EndOfTurnConfig(max_wait_s=1.0))
-    session, _, _, stored = await talk(engines, with_pause(sentence, AT_S, 1.5), config, True, tmp_path / "c.db")
+    session, _, _, stored = await talk(engines, with_silence(sentence, AT_S, 1.5), config, True, tmp_path / "c.db")
     assert session.errors == []
     turns = [(t.role, t.text, t.interrupted) for t in stored]
     users = [text for role, text, _ in turns if role == "user"]

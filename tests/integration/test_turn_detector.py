@@ -13,17 +13,17 @@ import pytest
 
 from tests.conftest import FIXTURES
 from transport.files import load_audio
+from voice.bench.fixtures import with_silence
 from voice.bench.scoring import word_error_rate
-from voice.bench.turns import run_turns, with_pause
-from voice.core.end_of_turn import EndOfTurnConfig
+from voice.bench.turns import run_turns
 from voice.shell.session import SessionConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
 SENTENCE = "For the twentieth time that evening the two men shook hands."
 AT_S = 1.50  # "For the twentieth time that | evening ..."
-SMART_TURN = SessionConfig(end_of_turn=EndOfTurnConfig())
-SILENCE = SessionConfig()
+SMART_TURN = SessionConfig()  # the default
+SILENCE = SessionConfig(end_of_turn=None)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ async def test_a_finished_sentence_ends_well_before_500_ms_of_silence(engines, s
 
 
 async def test_a_pause_inside_a_sentence_is_one_turn(engines, sentence):
-    run = await run_turns(engines, with_pause(sentence, AT_S, 0.6), SMART_TURN)
+    run = await run_turns(engines, with_silence(sentence, AT_S, 0.6), SMART_TURN)
     assert run.errors == []
     assert len(run.endpoints) == 1, run.checks
     inside = [c for c in run.checks if c.t < AT_S + 0.6]
@@ -55,6 +55,6 @@ async def test_silence_alone_behaves_as_before(engines, sentence):
     run = await run_turns(engines, sentence, SILENCE)
     assert run.errors == [] and run.checks == [] and len(run.endpoints) == 1
     assert 0.5 <= run.endpoint_delay_s <= 0.5 + 0.032 + 0.02  # the hangover, to the frame and the block
-    paused = await run_turns(engines, with_pause(sentence, AT_S, 0.6), SILENCE)
+    paused = await run_turns(engines, with_silence(sentence, AT_S, 0.6), SILENCE)
     assert paused.checks == [] and len(paused.endpoints) == 2  # 0.6 s of silence ends the turn, as it did
     assert paused.cut_at(AT_S, 0.6)

@@ -82,6 +82,13 @@ def load_label(wav: Path) -> dict[str, Any]:
     return json.loads(wav.with_suffix(".json").read_text())
 
 
+# The barge-in fixtures place speech over the reply by where it starts: one 500 ms
+# hangover after the question (scripts/make_bargein_fixtures). Smart Turn's
+# endpoint moves with its answer (0.2 s, or up to its 2 s maximum on a sentence it
+# doubts), so they are replayed with silence ending the turn, as they were made.
+FIXTURE_CONFIG = SessionConfig(end_of_turn=None)
+
+
 async def run_fixture(
     engines: Engines,
     wav: Path,
@@ -89,13 +96,14 @@ async def run_fixture(
     echo_db: float | None = None,
     config: SessionConfig | None = None,
 ) -> FixtureRun:
-    """Replay one fixture with the echo its label asks for (or ``echo_db``)."""
+    """Replay one fixture with the echo its label asks for (or ``echo_db``), by default
+    with :data:`FIXTURE_CONFIG`."""
     label = load_label(wav)
     db = label.get("echo_db") if echo_db is None else echo_db
     echo = None if db is None else EchoPath(db, label.get("echo_delay_ms", 30))
     events: list[Event] = []
     clock = VirtualClock() if fast else MonotonicClock()
-    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
+    session = Session(engines, clock, config or FIXTURE_CONFIG, on_event=events.append, lockstep=fast)
     try:
         result = await replay(session, load_audio(wav), settle=fast, echo=echo)
     finally:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from transport.replay import replay
-from voice.core.audio import ASR_RATE
 from voice.core.events import EndOfTurnCheck, Event, SpeechEnd
 from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import Engines
@@ -53,16 +52,6 @@ BOUNDARIES = [
 ]
 
 PAUSES_S = (0.3, 0.6, 1.0)
-
-
-def with_pause(audio: np.ndarray, at_s: float, pause_s: float) -> np.ndarray:
-    """``audio`` with ``pause_s`` of silence inserted at ``at_s``.
-
-    Digital silence, as the replay feeds after a recording: these recordings
-    end (and LJ Speech's begin) on speech, with no room tone of their own to
-    repeat (Silero hears their last 0.2 s as speech)."""
-    at = round(at_s * ASR_RATE)
-    return np.concatenate([audio[:at], np.zeros(round(pause_s * ASR_RATE), np.float32), audio[at:]])
 
 
 @dataclass
