@@ -123,11 +123,13 @@ def test_end_of_turn_flags_out_of_range_are_one_line():
 
 def test_the_end_of_turn_flags_make_the_session_config():
     from voice.app.cli import build_parser, end_of_turn_config
+    from voice.shell.session import SessionConfig
 
     assert end_of_turn_config(build_parser().parse_args(["--turn-detector", "silence"])) is None
-    assert end_of_turn_config(build_parser().parse_args([])) is None  # silence, for now (README: Turn-taking)
-    default = end_of_turn_config(build_parser().parse_args(["--turn-detector", "smart-turn"]))
+    default = end_of_turn_config(build_parser().parse_args([]))  # Smart Turn (README: Turn-taking)
+    assert default == end_of_turn_config(build_parser().parse_args(["--turn-detector", "smart-turn"]))
     assert default is not None and (default.first_check_s, default.recheck_s, default.max_wait_s) == (0.2, None, 2.0)
+    assert default == SessionConfig().end_of_turn  # the library's default too
     args = build_parser().parse_args(
         [
             "--turn-detector",
