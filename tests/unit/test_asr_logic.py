@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from voice.core.endpointing import EndpointConfig, Endpointer, OnsetDropped, SpeechEnd, SpeechOnset, SpeechStart
+from voice.core.endpointing import (
+    EndpointConfig,
+    Endpointer,
+    OnsetDropped,
+    SpeechEnd,
+    SpeechOnset,
+    SpeechStart,
+    speech_run_start,
+)
 from voice.core.partials import PartialConfig, PartialPolicy
 from voice.core.stability import LocalAgreement
 
@@ -127,3 +135,12 @@ def test_level_meters():
     for _ in range(30):
         background.add(1e-6)  # only the last 20 frames count
     assert abs(background.db - -60.0) < 1e-3
+
+
+def test_the_run_of_speech_that_ends_the_frames_starts_after_the_last_long_gap():
+    hi, lo = 0.9, 0.1
+    assert speech_run_start([lo, lo, hi, hi, lo, hi, hi], 0.5) == 2  # a one-frame dip between words
+    assert speech_run_start([hi, lo, lo, lo, hi, hi], 0.5) == 4  # three quiet frames end it
+    assert speech_run_start([hi, hi, hi], 0.5) == 0  # speech all the way back
+    assert speech_run_start([hi, hi, lo], 0.5) == 3  # not speech at the end: no run
+    assert speech_run_start([], 0.5) == 0

@@ -128,3 +128,19 @@ class Endpointer:
         self._run_start = None
         self.silence_s = 0.0
         return SpeechEnd(self._last_voiced_end, t)
+
+
+def speech_run_start(probabilities: list[float], threshold: float, max_gap: int = 2) -> int:
+    """Index of the first frame of the run of speech that ends ``probabilities``.
+
+    The run may hold gaps of up to ``max_gap`` frames under ``threshold`` (the
+    short dips between words); it ends before a longer one. ``len(probabilities)``
+    when the last frames are not speech: no run ends there.
+    """
+    start, gap = len(probabilities), 0
+    for i in range(len(probabilities) - 1, -1, -1):
+        if probabilities[i] >= threshold:
+            start, gap = i, 0
+        elif start == len(probabilities) or (gap := gap + 1) > max_gap:
+            break
+    return start

@@ -24,15 +24,16 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from asr.echo import EchoCanceller
+from asr.echo import EchoCanceller, LinearEchoCanceller
 from asr.whisper import Transcript
-from voice.core.audio import ASR_RATE, AudioBuffer
+from voice.core.audio import ASR_RATE, VAD_FRAME, AudioBuffer
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
-from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart
+from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart, speech_run_start
 from voice.core.events import AsrPartial, EndOfTurnCheck, Error, Event, LlmCancelled, TtsCancelled
 from voice.core.hearing import Ended, Heard, Hearing, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.history import History
@@ -59,6 +60,16 @@ from voice.shell.engines import Engines
 
 log = logging.getLogger("voice.session")
 
+# How far before the VAD's onset speech over the reply may have begun, unheard by it,
+# and how much quieter than that speech a frame may be and still be part of it.
+ONSET_LOOKBACK_S = 1.0
+ONSET_LEVEL_DB = 12.0
+
+
+def _level_db(audio: np.ndarray) -> float:
+    return 10 * float(np.log10(np.mean(audio.astype(np.float64) ** 2) + 1e-12)) if len(audio) else -120.0
+
+
 EventSink = Callable[[Event], None]
 
 
@@ -77,6 +88,10 @@ class SessionConfig:
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
     echo_cancel: bool = True  # remove the assistant's own voice from the microphone
+    # What the ASR (and Smart Turn) hear with echo_cancel: "linear", the echo the
+    # reference explains subtracted (SpeexDSP), which keeps the onset of speech over
+    # a reply; "suppressed", AEC3's output, as the VAD hears it (before issue 15).
+    asr_audio: Literal["linear", "suppressed"] = "linear"
     final_tail_s: float = 0.1  # audio after the last voiced frame given to the final pass
     # Silence after which the final pass starts, before the endpoint (None: at the endpoint).
     # At least final_tail_s, so the pass has its tail.
@@ -132,6 +147,8 @@ class Session:
             end_of_turn=cfg.end_of_turn,
         )
         self._aec = EchoCanceller() if echo_cancel else None
+        self._asr_aec = LinearEchoCanceller() if echo_cancel and cfg.asr_audio == "linear" else None
+        self._asr_onset = (-1.0, -1.0)  # the VAD's onset of speech over the reply, and where the ASR hears it begin
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
         self._playout = Playout(self.output_rate)
         self._device: AudioDevice | UncontrolledSpeaker = UncontrolledSpeaker()  # until the pump attaches one
@@ -171,10 +188,13 @@ class Session:
         raw = block
         if far is None:
             far = np.zeros(len(block), dtype=np.float32)
+        asr = block
         if self._aec is not None:
-            block = self._aec.process(block, far)
-            raw = raw[: len(block)]  # the canceller returns whole 10 ms frames
-        self._audio.append(block)
+            block = self._aec.process(raw, far)
+            # Both cancellers return the same whole 10 ms frames of the same input.
+            asr = self._asr_aec.process(raw, far) if self._asr_aec is not None else block
+            raw = raw[: len(block)]
+        self._audio.append(asr)
         for heard in self._hearing.push(block, raw, far, playing=self._playout.queued > 0):
             self._heard(heard)
 
@@ -362,6 +382,32 @@ class Session:
     def _utterance_audio(self, onset: float, end: float) -> np.ndarray:
         return self._audio.slice(onset - self.config.endpoint.preroll_s, end)
 
+    def _over_reply_audio(self, onset: float, end: float) -> np.ndarray:
+        """Speech over the reply, from where it began in what the ASR hears.
+
+        The VAD hears AEC3's output, whose suppressor can swallow the first words
+        of speech over the reply: in one fixture the VAD's onset came 0.58 s late,
+        after "For the", with no echo in the input at all. The linear canceller's
+        output kept them, so the onset is moved back to where the run of speech
+        that reaches it begins there (at most ONSET_LOOKBACK_S): frames the VAD
+        calls speech, within ONSET_LEVEL_DB of the speech's own level after the
+        onset, so the canceller's residual echo before it does not count."""
+        if self._asr_aec is None:
+            return self._utterance_audio(onset, end)
+        if self._asr_onset[0] != onset:
+            start = max(0.0, onset - ONSET_LOOKBACK_S)
+            before = self._audio.slice(start, onset)
+            before = before[len(before) % VAD_FRAME :]  # whole frames, the last one ending at the onset
+            own_db = _level_db(self._audio.slice(onset, onset + 0.3))
+            vad = self.engines.new_vad()
+            frames = [before[i * VAD_FRAME : (i + 1) * VAD_FRAME] for i in range(len(before) // VAD_FRAME)]
+            # Silero runs on every frame, in order: its state carries from one to the next.
+            heard = [(vad(f), _level_db(f)) for f in frames]
+            probabilities = [p if db >= own_db - ONSET_LEVEL_DB else 0.0 for p, db in heard]
+            first = speech_run_start(probabilities, self.config.endpoint.threshold)
+            self._asr_onset = (onset, onset - (len(frames) - first) * VAD_FRAME / ASR_RATE)
+        return self._utterance_audio(self._asr_onset[1], end)
+
     def _partial(self, due: PartialDue) -> None:
         audio = self._utterance_audio(due.onset, self._audio.end / ASR_RATE)
         self._spawn(self._transcribe_partial(due.policy, audio))
@@ -406,7 +452,7 @@ class Session:
             self._heard(checked.ended)
 
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
-        audio = self._utterance_audio(cmd.onset, cmd.t)
+        audio = self._over_reply_audio(cmd.onset, cmd.t)
         loop = asyncio.get_running_loop()
         recognize = functools.partial(self.engines.asr_final.recognize, full_window=True)
         try:
@@ -422,7 +468,10 @@ class Session:
         )
 
     async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
-        audio = self._utterance_audio(cmd.onset, cmd.end + self.config.final_tail_s)
+        end = cmd.end + self.config.final_tail_s
+        # Speech that began over a reply (checked over it, or still held), from where it began.
+        began_over_reply = cmd.over_reply or self._asr_onset[0] == cmd.onset
+        audio = self._over_reply_audio(cmd.onset, end) if began_over_reply else self._utterance_audio(cmd.onset, end)
         loop = asyncio.get_running_loop()
         # Over the reply, Whisper's full window: on a short one it invents more words in noise.
         recognize = functools.partial(self.engines.asr_final.recognize, full_window=cmd.over_reply)
