@@ -26,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from transport.replay import replay
+from voice.bench.turns import run_turns
 from voice.core.events import Event, ResponseStart, SpeculativeCommit, SpeculativeDiscard, SpeculativeStart
-from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import Engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import SessionConfig
 
 
 @dataclass
@@ -97,11 +96,5 @@ async def measure_speculation(
     engines: Engines, audio: np.ndarray, config: SessionConfig | None = None, fast: bool = True
 ) -> SpeculationRun:
     """Replay ``audio`` through a session (virtual time with ``fast``) and measure its speculation."""
-    events: list[Event] = []
-    clock = VirtualClock() if fast else MonotonicClock()
-    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
-    try:
-        await replay(session, audio, settle=fast)
-    finally:
-        await session.aclose()
-    return SpeculationRun(events, session.history.to_json(), session.errors, speculation_figures(events))
+    run = await run_turns(engines, audio, config or SessionConfig(), fast)
+    return SpeculationRun(run.events, run.transcript, run.errors, speculation_figures(run.events))
