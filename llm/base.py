@@ -39,6 +39,10 @@ class Delta(str):
         return delta
 
 
+# Next-token probabilities asked for: vLLM's default cap on logprobs (max_logprobs).
+TOP_TOKENS = 20
+
+
 class LLMError(RuntimeError):
     """The LLM failed mid-request (engine died, server gone, bad reply)."""
 
@@ -47,6 +51,12 @@ class LLM(Protocol):
     name: str
 
     def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]: ...
+
+    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
+        """The ``k`` likeliest tokens to follow ``text`` (plain text, no chat template), as
+        the tokenizer spells them, with their probabilities: one prefill, no reply. The
+        end-of-turn decision asks whether a transcript's sentence ends there."""
+        ...
 
     async def close(self) -> None: ...
 

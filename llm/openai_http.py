@@ -13,11 +13,12 @@ uses it to finish, on another server, a reply whose server died mid-stream.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator
 
 import httpx
 
-from llm.base import Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
+from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
 
 
 class LLMStatusError(LLMError):
@@ -117,6 +118,28 @@ class OpenAIChatClient:
             raise LLMError(f"{self.base_url}: the stream ended without [DONE]")
         except httpx.HTTPError as e:
             raise LLMError(f"{self.base_url}: {type(e).__name__}: {e}") from e
+
+    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
+        """With the completions API (``logprobs``: vLLM serves up to its ``--max-logprobs``, 20
+        by default)."""
+        try:
+            body = {
+                "model": await self._model_name(),
+                "prompt": text,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "logprobs": k,
+            }
+            r = await self._client.post(f"{self.base_url}/completions", json=body)
+        except httpx.HTTPError as e:
+            raise LLMError(f"{self.base_url}: {type(e).__name__}: {e}") from e
+        if r.status_code != 200:
+            raise LLMStatusError(f"{self.base_url}: HTTP {r.status_code}: {r.text[:200]}", r.status_code)
+        try:
+            top = r.json()["choices"][0]["logprobs"]["top_logprobs"][0]
+            return {str(token): math.exp(float(lp)) for token, lp in top.items()}
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise LLMError(f"{self.base_url}: malformed completion: {r.text[:80]!r}") from e
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from llm.base import Delta, GenerationConfig, LLMError
+from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
 from llm.openai_http import LLMStatusError, OpenAIChatClient
 
 log = logging.getLogger(__name__)
@@ -176,6 +176,28 @@ class LLMPool:
                 self.router.release(i, failed)
             if tokens >= g.max_tokens:
                 return  # the reply had all its tokens; only the end of its stream was lost
+
+    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
+        """On the least-loaded healthy replica; on another if that one fails."""
+        self._start_prober()
+        tried: list[int] = []
+        errors: list[str] = []
+        while (i := self.router.pick(tried)) is not None:
+            tried.append(i)
+            self.router.acquire(i)
+            failed = False
+            try:
+                top = await self.clients[i].next_token_probabilities(text, k)
+                self.router.mark_healthy(i)
+                return top
+            except LLMError as e:
+                if not is_replica_failure(e):
+                    raise
+                failed = True
+                errors.append(str(e))
+            finally:
+                self.router.release(i, failed)
+        raise LLMError(f"no LLM replica could serve the request; tried {len(tried)}: " + "; ".join(errors))
 
     def _start_prober(self) -> None:
         """Start the health prober on the running loop (the pool may be built before there is one)."""

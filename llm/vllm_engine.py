@@ -20,6 +20,7 @@ core only takes note of a signal until the model is loaded).
 from __future__ import annotations
 
 import asyncio
+import math
 import multiprocessing
 import os
 import signal
@@ -31,7 +32,7 @@ from contextlib import contextmanager, suppress
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-from llm.base import Delta, GenerationConfig, LLMError, fit_to_context
+from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, fit_to_context
 
 
 def _configure_environment(cache_dir: Path) -> None:
@@ -213,6 +214,36 @@ class VLLMEngine:
             if not finished:
                 # Cancelled or closed early: take the request out of the scheduler now.
                 await self.engine.abort(rid)
+
+    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        rid = uuid.uuid4().hex
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=k)
+        loop = asyncio.get_running_loop()
+        finished = False
+        try:
+            ids = await loop.run_in_executor(
+                self._tokenizing, lambda: list(self.tokenizer.encode(text, add_special_tokens=False))
+            )
+            out = None
+            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
+                finished = out.finished
+        except Exception as e:
+            if type(e).__name__ in {"EngineDeadError", "EngineGenerateError"} or isinstance(e, ValueError):
+                raise LLMError(f"vLLM: {type(e).__name__}: {e}") from e
+            raise
+        finally:
+            if not finished:
+                await self.engine.abort(rid)
+        if out is None or not out.outputs or not out.outputs[0].logprobs:
+            raise LLMError("vLLM: no logprobs in the answer")
+        probabilities: dict[str, float] = {}
+        for lp in out.outputs[0].logprobs[0].values():  # the sampled token, and the top k
+            token = lp.decoded_token or ""
+            probabilities[token] = max(probabilities.get(token, 0.0), math.exp(lp.logprob))
+        return probabilities
 
     async def close(self) -> None:
         engine, self.engine = self.engine, None

@@ -171,6 +171,7 @@ FAILURES: dict[str, str] = {
     "asr_early_final": "the early transcript failed; the one at the endpoint follows",
     "asr_final": "the transcript of this utterance failed; it is not answered",
     "end_of_turn": "the end-of-turn check failed; the silence decides when the turn is over",
+    "end_of_turn_text": "reading the words for the end of the turn failed; the sound of them decides",
     "llm": "the language model failed; the reply ends with what was said",
     "tts": "speech synthesis failed; the reply ends with what was said",
 }

@@ -16,6 +16,7 @@ from llm.openai_http import OpenAIChatClient
 from tests.conftest import recordings
 from tests.integration.servers import launch_vllm_server, metric, no_request_running, read_then_close, stop_server
 from voice.bench.scoring import word_error_rate
+from voice.core.end_of_turn import sentence_end_probability
 from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
@@ -47,6 +48,27 @@ async def test_embedded_engine_uses_the_chat_template_and_history(engines):
     assert "<|im_start|>system\nS<|im_end|>" in prompt and prompt.endswith("<|im_start|>assistant\n")
 
 
+# Cut inside a sentence, and whole (transcripts of the shared recordings, as the early final
+# gives them, after completion_prompt).
+UNFINISHED = ["Not at this particular", "In being", "God bless them, I"]
+FINISHED = [
+    "Not at this particular case, Tom, apologized Whittemore",
+    "What time is it",
+    "In being comparatively modern",
+]
+
+
+async def test_embedded_engine_reads_where_a_sentence_ends(engines):
+    llm = engines.llm
+    for text in UNFINISHED:
+        assert sentence_end_probability(await llm.next_token_probabilities(text)) < 0.005, text
+    for text in FINISHED:
+        assert sentence_end_probability(await llm.next_token_probabilities(text)) > 0.02, text
+    top = await llm.next_token_probabilities("What time is it")
+    assert 1 <= len(top) <= 21 and all(0.0 < p <= 1.0 for p in top.values())
+    assert llm.engine.output_processor.get_num_unfinished_requests() == 0
+
+
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """A real vLLM OpenAI-compatible server, started once for this module."""
@@ -75,6 +97,13 @@ async def test_replay_through_the_server(engines, replay_run, http_llm):
     assert len(run.transcript[1]["text"].split()) >= 2
 
 
+async def test_the_server_reads_where_a_sentence_ends_as_the_embedded_engine(engines, http_llm):
+    for text in UNFINISHED + FINISHED:
+        here = sentence_end_probability(await engines.llm.next_token_probabilities(text))
+        there = sentence_end_probability(await http_llm.next_token_probabilities(text))
+        assert there == pytest.approx(here, abs=0.02), text  # same model and dtype, another process
+
+
 async def test_closing_the_stream_frees_the_request_on_the_server(vllm_server, http_llm):
     url, _ = vllm_server
     await read_then_close(http_llm.stream(QUESTION), 3)
@@ -97,3 +126,5 @@ async def test_a_server_that_dies_mid_stream_is_a_clean_error(vllm_server, http_
     with pytest.raises(LLMError):  # and the next request fails fast, with the same error type
         async for _ in http_llm.stream(QUESTION):
             pass
+    with pytest.raises(LLMError):
+        await http_llm.next_token_probabilities("What time is it")

@@ -171,6 +171,15 @@ async def test_when_every_replica_is_marked_unhealthy_they_are_tried_anyway(vllm
     assert column(pool, "healthy") == [False, True]
 
 
+async def test_reading_a_sentence_end_skips_a_refused_replica(vllm_server, make_pool):
+    pool = make_pool([refused_url(), vllm_server], probe_interval_s=60)
+    top = await pool.next_token_probabilities("What time is it")
+    assert top and all(0.0 < p <= 1.0 for p in top.values())
+    assert column(pool, "failures") == [1, 0] and column(pool, "in_flight") == [0, 0]
+    with pytest.raises(LLMError):
+        await make_pool([refused_url()]).next_token_probabilities("What time is it")
+
+
 async def test_no_replica_left_is_a_fast_clean_error(make_pool):
     urls = [refused_url(), refused_url()]
     pool = make_pool(urls)

@@ -78,10 +78,18 @@ class StandInSmartTurn:
 class StandInLLM:
     name = "stand-in"
 
-    def __init__(self, replies: list[str]) -> None:
+    def __init__(self, replies: list[str], next_tokens: dict[str, float] | None = None) -> None:
         self.replies = list(replies)
         self.requests: list[list[dict[str, str]]] = []
         self.cancelled = 0
+        # What follows every transcript it is asked about (default: a sentence that may end there).
+        self.next_tokens = {".": 0.3, ",": 0.2} if next_tokens is None else next_tokens
+        self.asked: list[str] = []
+
+    async def next_token_probabilities(self, text: str, k: int = 20) -> dict[str, float]:
+        self.asked.append(text)
+        await asyncio.sleep(0)
+        return dict(self.next_tokens)
 
     async def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]:
         self.requests.append(messages)

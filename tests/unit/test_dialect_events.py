@@ -20,6 +20,7 @@ from voice.core.events import (
     Backchannel,
     BargeIn,
     EndOfTurnCheck,
+    EndOfTurnText,
     Error,
     Event,
     InterruptionCheck,
@@ -211,6 +212,7 @@ def test_ws_tells_the_client_of_every_event_but_the_servers_own():
         PlaybackEnd,
         InterruptionCheck,
         EndOfTurnCheck,
+        EndOfTurnText,
         LlmCancelled,
         TtsCancelled,
     }

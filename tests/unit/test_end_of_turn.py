@@ -9,6 +9,8 @@ from voice.core.end_of_turn import (
     EndOfTurn,
     EndOfTurnConfig,
     Endpoint,
+    completion_prompt,
+    sentence_end_probability,
     trails_off,
 )
 
@@ -206,7 +208,7 @@ def test_max_wait_ends_the_turn_even_with_a_check_in_flight():
 def test_a_transcript_that_trails_off_weighs_the_probability_down():
     eot = started(RECHECK)
     (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("I'd like a pizza and", end=1.06)
+    eot.transcript("I'd like a pizza and", end=1.06, t=1.3)
     assert eot.answer(check.check, 0.8, 1.3) == []  # 0.8 x 0.6 = 0.48
     (check2,) = pause(eot, 1.06, 0.544)[-1:]
     (ep,) = eot.answer(check2.check, 0.9, 1.65)  # 0.54: sure enough
@@ -216,7 +218,7 @@ def test_a_transcript_that_trails_off_weighs_the_probability_down():
 def test_a_finished_transcript_changes_nothing():
     eot = started()
     (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("I'd like a pizza.", end=1.06)
+    eot.transcript("I'd like a pizza.", end=1.06, t=1.3)
     (ep,) = eot.answer(check.check, 0.55, 1.3)
     assert not ep.trails_off
 
@@ -224,13 +226,13 @@ def test_a_finished_transcript_changes_nothing():
 def test_a_transcript_that_misses_the_last_words_is_not_used():
     eot = started()
     (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("I'd like a pizza and", end=0.9)  # a partial from before the speech's last frames
+    eot.transcript("I'd like a pizza and", end=0.9, t=1.3)  # a partial from before the speech's last frames
     assert of(Endpoint, eot.answer(check.check, 0.8, 1.3))
 
 
 def test_a_transcript_is_forgotten_when_the_person_goes_on():
     eot = started()
-    eot.transcript("so", end=1.06)
+    eot.transcript("so", end=1.06, t=1.3)
     speak(eot, 1.06, 1.5)
     (check,) = pause(eot, 1.5, 0.224)[-1:]
     assert of(Endpoint, eot.answer(check.check, 0.6, 1.8))
@@ -239,7 +241,7 @@ def test_a_transcript_is_forgotten_when_the_person_goes_on():
 def test_the_weight_is_configurable():
     eot = started(EndOfTurnConfig(continuation_weight=1.0))
     (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("and", end=1.06)
+    eot.transcript("and", end=1.06, t=1.3)
     assert of(Endpoint, eot.answer(check.check, 0.6, 1.3))
 
 
@@ -276,8 +278,144 @@ def test_i_think_so_trails_off_but_a_sure_model_still_ends_the_turn():
     assert trails_off("I think so")
     eot = started()
     (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("I think so", end=1.06)
+    eot.transcript("I think so", end=1.06, t=1.3)
     assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+
+
+def held(config: EndOfTurnConfig | None = None) -> tuple[EndOfTurn, CheckEndOfTurn]:
+    """An utterance whose pause is checked, with the transcripts of pauses to come."""
+    eot = EndOfTurn(config, transcripts=True)
+    eot.speech_started(0.1, 0.292)
+    speak(eot, 0.1, 1.06)
+    (check,) = pause(eot, 1.06, 0.224)
+    return eot, check
+
+
+def test_unfinished_words_overrule_a_finished_sound():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    assert eot.transcript("Not at this particular.", end=1.06, t=1.25, sentence_end=0.0004) == []
+    assert eot.unfinished_words
+    assert eot.answer(check.check, 0.95, 1.3) == []
+    (ep,) = pause(eot, 1.06, 2.016)[-1:]  # left to the silence: the person goes on, or max_wait_s ends it
+    assert ep.reason == "max_wait" and ep.sentence_end == 0.0004
+
+
+def test_a_finished_sentence_is_not_overruled():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("What time is it?", end=1.06, t=1.25, sentence_end=0.35)
+    (ep,) = eot.answer(check.check, 0.9, 1.3)
+    assert ep.reason == "model" and ep.sentence_end == 0.35 and not eot.unfinished_words
+
+
+def test_one_word_is_never_unfinished():
+    # "Yes" scores 0.01 (the LLM expects more), and a one-word turn is finished more often than not.
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("Yes.", end=1.06, t=1.25, sentence_end=0.001)
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+
+
+def test_no_llm_floor_no_veto():
+    eot = started(EndOfTurnConfig(min_sentence_end=None))
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("I want to", end=1.06, t=1.25, sentence_end=0.0)
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+
+
+def test_a_finished_sound_waits_for_the_transcript_on_its_way():
+    eot, check = held()
+    assert eot.answer(check.check, 0.9, 1.3) == [] and eot.holding
+    assert pause(eot, 1.06, 0.352) == []  # still within transcript_wait_s
+    (ep,) = eot.transcript("What time is it?", end=1.06, t=1.45, sentence_end=0.35)
+    assert ep == Endpoint(1.06, 1.45, "model", 0.9, False, 0.35)
+    assert not eot.holding
+
+
+def test_the_transcript_on_its_way_can_hold_the_turn_open():
+    eot, check = held()
+    eot.answer(check.check, 0.9, 1.3)
+    assert eot.transcript("I want to", end=1.06, t=1.45, sentence_end=0.0) == []
+    assert not eot.holding
+    assert not of(Endpoint, pause(eot, 1.06, 1.95))
+    (ep,) = pause(eot, 1.06, 2.016)[-1:]
+    assert ep.reason == "max_wait"
+
+
+def test_a_transcript_that_trails_off_after_a_finished_sound_weighs_it_down():
+    eot, check = held()
+    eot.answer(check.check, 0.7, 1.3)  # 0.7 x 0.6 = 0.42 once the words are in
+    assert eot.transcript("I'd like a pizza and", end=1.06, t=1.45) == []
+
+
+def test_a_late_transcript_leaves_the_model_to_decide():
+    eot, check = held()
+    eot.answer(check.check, 0.9, 1.28)
+    assert pause(eot, 1.06, 0.512) == []  # 1.06 + 0.512 < 1.28 + 0.3
+    (ep,) = pause(eot, 1.06, 0.544)[-1:]
+    assert ep.reason == "model" and ep.t == pytest.approx(1.06 + 0.544)
+    assert eot.transcript("What time is it?", end=1.06, t=1.7) is None  # the turn is over
+
+
+def test_speech_ends_the_wait_for_the_transcript():
+    eot, check = held()
+    eot.answer(check.check, 0.9, 1.3)
+    speak(eot, 1.06, 1.5)
+    assert not eot.holding
+    assert eot.transcript("What time", end=1.06, t=1.55, sentence_end=0.5) is None  # stale
+    (check2,) = pause(eot, 1.5, 0.224)[-1:]
+    assert eot.answer(check2.check, 0.9, 1.75) == [] and eot.holding  # waits for this pause's words
+
+
+def test_a_transcript_before_the_answer_is_used_at_once():
+    eot, check = held()
+    assert eot.transcript("What time is it?", end=1.06, t=1.2, sentence_end=0.35) == []
+    assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
+
+
+def test_the_words_just_before_are_read_with_these():
+    eot, check = held()
+    eot.answer(check.check, 0.9, 1.3)
+    assert of(Endpoint, eot.transcript("the invention of movable metal letters.", end=1.06, t=1.4, sentence_end=0.3))
+    eot.speech_started(1.06 + 0.224 + 1.5, 2.9)  # 1.5 s later: the same sentence goes on
+    assert eot.completion_prompt("may justly be considered.") == (
+        "The invention of movable metal letters. may justly be considered"
+    )
+    eot.speech_started(6.0, 6.2)  # no words in that one (and long after): nothing before
+    assert eot.completion_prompt("Hello.") == "Hello"
+    speak(eot, 6.0, 7.0)
+    (check,) = pause(eot, 7.0, 0.224)[-1:]
+    eot.answer(check.check, 0.9, 7.3)
+    eot.transcript("Hello there.", end=7.0, t=7.35, sentence_end=0.3)
+    eot.speech_started(7.0 + 0.224 + 3.5, 10.9)  # 3.5 s later: a new sentence
+    assert eot.completion_prompt("Thanks") == "Thanks"
+
+
+def test_one_word_with_words_before_it_may_be_unfinished():
+    eot, check = held()
+    eot.answer(check.check, 0.9, 1.3)
+    eot.transcript("I would like to", end=1.06, t=1.4, sentence_end=0.0)  # held open, then max wait
+    pause(eot, 1.06, 2.016)
+    eot.speech_started(3.5, 3.7)
+    speak(eot, 3.5, 3.8)
+    (check,) = pause(eot, 3.8, 0.224)[-1:]
+    eot.answer(check.check, 0.9, 4.1)
+    assert eot.transcript("order", end=3.8, t=4.2, sentence_end=0.001) == []
+    assert eot.unfinished_words
+
+
+def test_completion_prompt():
+    assert completion_prompt(" not at this particular.") == "Not at this particular"
+    assert completion_prompt("in B. ") == "In B"
+    assert completion_prompt('He said "fine," and...') == 'He said "fine," and'
+    assert completion_prompt("") == ""
+
+
+def test_sentence_end_probability_sums_the_tokens_that_end_a_sentence():
+    top = {".": 0.2, " .": 0.01, "?": 0.05, '!"': 0.01, "...": 0.02, ",": 0.3, " the": 0.1, "Mr.": 0.01, "": 0.01}
+    assert sentence_end_probability(top) == pytest.approx(0.29)
+    assert sentence_end_probability({}) == 0.0
 
 
 def test_config_is_checked():
@@ -288,6 +426,10 @@ def test_config_is_checked():
     for threshold in (0.0, 1.5):
         with pytest.raises(ValueError):
             EndOfTurnConfig(threshold=threshold)
+    with pytest.raises(ValueError):
+        EndOfTurnConfig(min_sentence_end=1.5)
+    with pytest.raises(ValueError):
+        EndOfTurnConfig(transcript_wait_s=-0.1)
     assert EndOfTurnConfig(threshold=1.0).threshold == 1.0
 
 

@@ -15,6 +15,7 @@ from voice.core.events import (
     Backchannel,
     BargeIn,
     EndOfTurnCheck,
+    EndOfTurnText,
     Error,
     Event,
     EventError,
@@ -64,6 +65,16 @@ WIRE: list[tuple[Event, str]] = [
         EndOfTurnCheck(2.3, utterance=1, probability=None, silence_s=0.224, decision="failed"),
         '{"t": 2.3, "type": "end_of_turn_check", "utterance": 1, "probability": null, "silence_s": 0.224,'
         ' "decision": "failed"}',
+    ),
+    (
+        EndOfTurnText(2.4, utterance=1, text="Not at this particular.", sentence_end=0.00012, unfinished=True),
+        '{"t": 2.4, "type": "end_of_turn_text", "utterance": 1, "text": "Not at this particular.",'
+        ' "sentence_end": 0.0001, "unfinished": true}',
+    ),
+    (
+        EndOfTurnText(2.45, utterance=2, text="What time is it?", sentence_end=0.35214, unfinished=False, ended=True),
+        '{"t": 2.45, "type": "end_of_turn_text", "utterance": 2, "text": "What time is it?",'
+        ' "sentence_end": 0.3521, "unfinished": false, "ended": true}',
     ),
     (
         SpeechEnd(2.5, end=2.0, utterance=1),
@@ -206,7 +217,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 25
+    assert len(EVENTS) == 26
 
 
 def test_numbers_are_rounded_when_the_event_is_made():

@@ -251,7 +251,9 @@ def test_a_transcript_that_trails_off_weighs_the_answer_down():
         for h in hearing.push(block, block, np.zeros(len(block), dtype=np.float32), False):
             heard.append(h)
             if isinstance(h, SpeechPaused) and h.silence_s >= 0.128 and h.silence_s < 0.16:
-                hearing.transcript("for the twentieth time that evening and", h.end)  # the early final
+                hearing.transcript(
+                    "for the twentieth time that evening and", h.end, h.end + h.silence_s
+                )  # the early final
             if isinstance(h, CheckEndOfTurn):
                 result = hearing.turn_checked(h, 0.7, hearing.heard_s)
                 break

@@ -30,6 +30,7 @@ from voice.core.events import (
     AsrFinal,
     BargeIn,
     EndOfTurnCheck,
+    EndOfTurnText,
     Error,
     Event,
     PlaybackEnd,
@@ -345,6 +346,34 @@ async def test_the_early_transcript_weighs_in():
     first, second = of(session, EndOfTurnCheck)[:2]
     assert (first.decision, first.trails_off) == ("wait", True)
     assert (second.decision, second.trails_off) == ("end", True)  # 0.95 x 0.6 >= 0.5
+
+
+async def test_words_the_llm_reads_as_unfinished_hold_the_turn_open():
+    """The stand-in LLM says the sentence does not end there: the model's 0.9 is overruled."""
+    session = turn_session([0.9, 0.9, 0.9, 0.9])
+    session.engines.llm.next_tokens = {",": 0.6, " the": 0.2, ".": 0.001}  # type: ignore[attr-defined]
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    (text,) = of(session, EndOfTurnText)[:1]
+    assert (text.text, text.sentence_end, text.unfinished, text.ended) == ("what time is it", 0.001, True, False)
+    assert session.engines.llm.asked[0] == "What time is it"  # type: ignore[attr-defined]
+    (end,) = of(session, SpeechEnd)
+    assert end.t - end.end == pytest.approx(EOT.max_wait_s, abs=BLOCK_S + 0.032)
+
+
+async def test_a_failed_llm_reading_leaves_the_sound_to_decide():
+    session = turn_session([0.9])
+
+    async def broken(text: str, k: int = 20) -> dict[str, float]:
+        raise RuntimeError("engine gone")
+
+    session.engines.llm.next_token_probabilities = broken  # type: ignore[attr-defined,method-assign]
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    (error,) = of(session, Error)
+    assert error.where == "end_of_turn_text"
+    (text,) = of(session, EndOfTurnText)
+    assert text.sentence_end is None and not text.unfinished
+    (end,) = of(session, SpeechEnd)
+    assert end.t - end.end < 0.25
 
 
 def test_the_end_of_turn_model_is_the_default():

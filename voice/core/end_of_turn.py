@@ -7,9 +7,20 @@ asks an end-of-turn model (Smart Turn, ``asr/smart_turn.py``, 70-100 ms a call
 on this CPU) once the VAD has heard a short silence whether the utterance so
 far is a finished turn, and ends it at once if so; if not, it keeps listening
 (with ``recheck_s``, asking again as the silence grows), and ends the turn
-after ``max_wait_s`` of silence whatever the model says. A transcript of the utterance that trails off on a conjunction
-("and", "but", "so"), an article, a filler or a number being dictated
-weighs the model's probability down.
+after ``max_wait_s`` of silence whatever the model says.
+
+The words weigh in too. A transcript of the pause (the session's early final)
+that trails off on a conjunction ("and", "but", "so"), an article, a filler
+or a number being dictated weighs the model's probability down. And the LLM
+reads it as plain text: when the probability that the sentence ends right
+there (its next token is ``.``, ``?`` or ``!``) is below ``min_sentence_end``,
+the words are unfinished ("Not at this particular": 0.000) and overrule the
+model's "finished" for the pause. The model hears a finished sound in some
+cut sentences (0.95 after "Not at this particular" on a shared recording),
+which no threshold on its answer alone can tell from a finished turn; the
+two together can. With ``transcripts=True`` (the caller gives a transcript of
+each pause), a "finished" that comes before the transcript waits for it, up
+to ``transcript_wait_s``.
 
 It reads no clock and runs no model: the caller feeds it the hearing front
 end's frames (``SpeechStart``, ``SpeechContinues``, ``SpeechPaused`` from
@@ -19,8 +30,12 @@ out the commands it returns::
     speech_started(onset, t)
     speech_paused(end, silence_s, t)     silence ≥ first_check_s, no check in flight
         ─▶ CheckEndOfTurn(check, onset, end, until)   score audio onset..until
-    answer(check, p, t)                  p (weighted) ≥ threshold ─▶ Endpoint("model")
+    answer(check, p, t)                  p (weighted) ≥ threshold ─▶ Endpoint("model"),
+                                         unless the words are unfinished; or, with
+                                         transcripts=True and none yet, hold for it
                                          below: asked again after recheck_s more silence
+    transcript(text, end, t, p_end)      the words of the pause: decide a held "finished"
+    speech_paused(...)                   held past transcript_wait_s ─▶ Endpoint("model")
     failed(check, t)                     the model raised: no more checks in this pause
     speech_paused(...)                   silence ≥ max_wait_s ─▶ Endpoint("max_wait")
     speech_continues(t)                  the person goes on: the check in flight is stale
@@ -58,6 +73,7 @@ answer as an ``end_of_turn_check`` event.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -138,6 +154,21 @@ class EndOfTurnConfig:
     # model's probability by this: with 0.6 the model must be 0.84 sure.
     continuation_weight: float = 0.6
     continuation_words: frozenset[str] = CONTINUATION_WORDS
+    # The LLM reads the pause's transcript as plain text: when the probability that the sentence
+    # ends right there (its next token is . ? or !) is below this, the words are unfinished ("Not
+    # at this particular", "I want to": 0.000) and overrule the model's "finished"; the turn then
+    # ends at max_wait_s unless the person goes on. Finished sentences scored 0.05-0.72 on the
+    # shared recordings; one-word turns are exempt ("Yes" scores 0.01: the LLM expects more).
+    # None: no such check.
+    min_sentence_end: float | None = 0.005
+    # When transcripts are given (EndOfTurn(..., transcripts=True)), how long a "finished" from the
+    # model waits for the pause's transcript to be read before it ends the turn without it.
+    transcript_wait_s: float = 0.3
+    # The words of the utterance before, when this one began within this many seconds of its
+    # end, are read with this one's: a sentence that a pause cut goes on ("... in the middle of
+    # the fifteenth century" then "may justly be considered"), and read alone its second half
+    # is no sentence at all.
+    context_s: float = 3.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.first_check_s < self.max_wait_s:
@@ -146,6 +177,10 @@ class EndOfTurnConfig:
             raise ValueError("recheck_s must be positive (None: one check per pause)")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError("threshold must be a probability above 0")
+        if self.min_sentence_end is not None and not 0.0 <= self.min_sentence_end <= 1.0:
+            raise ValueError("min_sentence_end must be a probability (None: no check)")
+        if self.transcript_wait_s < 0.0 or self.context_s < 0.0:
+            raise ValueError("transcript_wait_s and context_s must not be negative")
 
 
 @dataclass(frozen=True)
@@ -169,6 +204,7 @@ class Endpoint:
     reason: Literal["model", "max_wait"]  # the model said finished, or the silence reached max_wait_s
     probability: float | None  # the model's last answer for this pause (None: none came)
     trails_off: bool  # the transcript ended on a continuation word or a number
+    sentence_end: float | None = None  # the LLM's P(the sentence ends here) for the transcript (None: none)
 
 
 EndOfTurnCommand = CheckEndOfTurn | Endpoint
@@ -192,11 +228,34 @@ def trails_off(text: str, continuation_words: frozenset[str] = CONTINUATION_WORD
     return words[-1] in continuation_words or (len(words) > 1 and _is_number(words[-1]) and _is_number(words[-2]))
 
 
+# A token that ends a sentence, as the LLM's tokenizer spells it (with its leading space, if any).
+_SENTENCE_END_TOKEN = re.compile(r"\s*[.?!\u2026]+[\"')\]]*\s*")
+
+
+def completion_prompt(text: str) -> str:
+    """``text`` as the prompt for "does the sentence end here": plain text (no chat template,
+    whose end-of-message token the LLM rarely predicts after unpunctuated words), its first
+    letter upper-cased, and Whisper's closing punctuation dropped (Whisper ends a cut sentence
+    with a period too: "Not at this particular.")."""
+    text = re.sub(r"[\s.,;:!?\u2026\"'-]+$", "", text.strip())
+    return text[:1].upper() + text[1:]
+
+
+def sentence_end_probability(next_tokens: Mapping[str, float]) -> float:
+    """P(the sentence ends here), from the LLM's most likely next tokens and their probabilities
+    (the top 20 are plenty: a token that is not among them is too unlikely to count)."""
+    return min(1.0, sum(p for token, p in next_tokens.items() if _SENTENCE_END_TOKEN.fullmatch(token)))
+
+
 class EndOfTurn:
     """One session's end-of-turn decisions, utterance by utterance."""
 
-    def __init__(self, config: EndOfTurnConfig | None = None) -> None:
+    def __init__(self, config: EndOfTurnConfig | None = None, transcripts: bool = False) -> None:
+        """``transcripts``: the caller gives a transcript of each pause (:meth:`transcript`; the
+        session's early final): the model's "finished" then waits up to ``transcript_wait_s`` for
+        it, so that the words can overrule it."""
         self.config = config or EndOfTurnConfig()
+        self.transcripts = transcripts
         self._checks = 0  # checks asked so far (their ids), over every utterance
         self._speaking = False  # an utterance is in progress and has not been ended
         self._onset = 0.0
@@ -205,6 +264,10 @@ class EndOfTurn:
         self._next_check_s = self.config.first_check_s  # silence at which the next check falls due
         self._probability: float | None = None  # the model's last answer in this pause
         self._text: str | None = None  # a transcript of the speech up to _end
+        self._sentence_end: float | None = None  # the LLM's P(the sentence ends here) for _text
+        self._finished_at: float | None = None  # when the model said finished, awaiting the transcript
+        self._said: tuple[str, float] | None = None  # the last utterance's words and where it ended
+        self._context = ""  # the words before this utterance, read with its own (see context_s)
 
     @property
     def pending(self) -> int | None:
@@ -213,6 +276,8 @@ class EndOfTurn:
 
     def speech_started(self, onset: float, t: float) -> list[EndOfTurnCommand]:
         """An utterance begins at ``onset`` (the endpointer confirmed it at ``t``)."""
+        said, self._said = self._said, None
+        self._context = said[0] if said is not None and onset - said[1] <= self.config.context_s else ""
         self._speaking = True
         self._onset = onset
         self._end = onset
@@ -236,6 +301,10 @@ class EndOfTurn:
             self._new_pause()
         if silence_s >= cfg.max_wait_s - 1e-9:
             return self._endpoint(t, "max_wait")
+        if self._finished_at is not None:  # the model said finished; its transcript is late
+            if t - self._finished_at >= cfg.transcript_wait_s - 1e-9:
+                return self._endpoint(t, "model")
+            return []
         if self._pending is not None or self._next_check_s is None or silence_s < self._next_check_s - 1e-9:
             return []
         self._checks += 1
@@ -243,12 +312,30 @@ class EndOfTurn:
         self._next_check_s = silence_s + cfg.recheck_s if cfg.recheck_s is not None else None
         return [CheckEndOfTurn(self._pending, self._onset, end, end + silence_s)]
 
-    def transcript(self, text: str, end: float) -> None:
-        """A transcript of the utterance's speech up to ``end`` (an early final, a partial).
-        It counts for the current pause only if it covers all its speech (``end`` at or after
-        where the speech stopped), and only ever weighs the model's probability down."""
-        if self._speaking and end >= self._end - 1e-9:
-            self._text = text
+    def transcript(
+        self, text: str, end: float, t: float, sentence_end: float | None = None
+    ) -> list[EndOfTurnCommand] | None:
+        """A transcript of the utterance's speech up to ``end`` (the early final), read at ``t``,
+        with the LLM's ``sentence_end`` probability for it (None: not asked). It counts for the
+        current pause only if it covers all its speech (``end`` at or after where the speech
+        stopped); then the commands it decides (the endpoint, if the model had said finished and
+        the words do not overrule it), else None. It only ever holds a turn open."""
+        if not self.wants_transcript(end):
+            return None
+        self._text, self._sentence_end = text, sentence_end
+        if self._finished_at is None:
+            return []
+        self._finished_at = None
+        return self._decide(t)
+
+    def completion_prompt(self, text: str) -> str:
+        """What the LLM reads for the transcript ``text`` of this utterance: the words of the
+        one just before it too, if it began soon after that one ended (see ``context_s``)."""
+        return completion_prompt(f"{self._context} {text}")
+
+    def wants_transcript(self, end: float) -> bool:
+        """Whether a transcript of the speech up to ``end`` would count (see :meth:`transcript`)."""
+        return self._speaking and end >= self._end - 1e-9
 
     def answer(self, check: int, probability: float, t: float) -> list[EndOfTurnCommand]:
         """The model's probability that the turn is finished, for ``check``, at ``t``."""
@@ -256,10 +343,25 @@ class EndOfTurn:
             return []  # stale: the person went on speaking, or the utterance has ended
         self._pending = None
         self._probability = probability
-        weighted = probability * (self.config.continuation_weight if self._trails_off() else 1.0)
-        if weighted >= self.config.threshold:
-            return self._endpoint(t, "model")
-        return []
+        if probability < self.config.threshold:
+            return []
+        if self._text is None and self.transcripts:
+            self._finished_at = t  # finished, by the sound of it: hear what the words say first
+            return []
+        return self._decide(t)
+
+    @property
+    def holding(self) -> bool:
+        """The model said finished; the pause's transcript is awaited before the turn ends."""
+        return self._finished_at is not None
+
+    def _decide(self, t: float) -> list[EndOfTurnCommand]:
+        """The model said finished: the endpoint, unless the transcript says otherwise."""
+        assert self._probability is not None
+        weighted = self._probability * (self.config.continuation_weight if self._trails_off() else 1.0)
+        if weighted < self.config.threshold or self.unfinished_words:
+            return []  # max_wait_s ends it, unless the person goes on
+        return self._endpoint(t, "model")
 
     def failed(self, check: int, t: float) -> list[EndOfTurnCommand]:
         """The model raised on ``check``: this pause falls back to silence (no more checks in it;
@@ -273,14 +375,35 @@ class EndOfTurn:
     def speech_ended(self, t: float) -> list[EndOfTurnCommand]:
         """The utterance ended some other way (the endpointer's hangover, the session's end):
         answers still in flight are ignored."""
+        if self._speaking:
+            self._remember()
         self._speaking = False
         self._pending = None
+        self._finished_at = None
         return []
 
     @property
     def trails_off(self) -> bool:
         """Whether the transcript of this pause (if any came) trails off: it weighs the model's answer down."""
         return self._trails_off()
+
+    @property
+    def unfinished_words(self) -> bool:
+        """Whether the LLM read the transcript of this pause as an unfinished sentence: it
+        overrules the model's "finished"."""
+        floor = self.config.min_sentence_end
+        return (
+            floor is not None
+            and self._sentence_end is not None
+            and self._sentence_end < floor
+            and self._text is not None
+            and len(_words(f"{self._context} {self._text}")) > 1
+        )
+
+    def _remember(self) -> None:
+        """The utterance ends: keep its words for the next one's reading."""
+        words = f"{self._context} {self._text or ''}".strip()
+        self._said = (words, self._end) if words else None
 
     def _trails_off(self) -> bool:
         return self._text is not None and trails_off(self._text, self.config.continuation_words)
@@ -290,8 +413,12 @@ class EndOfTurn:
         self._next_check_s = self.config.first_check_s
         self._probability = None
         self._text = None
+        self._sentence_end = None
+        self._finished_at = None
 
     def _endpoint(self, t: float, reason: Literal["model", "max_wait"]) -> list[EndOfTurnCommand]:
+        self._remember()
         self._speaking = False
         self._pending = None
-        return [Endpoint(self._end, t, reason, self._probability, self._trails_off())]
+        self._finished_at = None
+        return [Endpoint(self._end, t, reason, self._probability, self._trails_off(), self._sentence_end)]

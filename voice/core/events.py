@@ -36,7 +36,7 @@ ResumeReason = Literal["noise", "backchannel"]
 # What an end-of-turn check decided: the turn is over (the endpoint now), not yet
 # (keep listening), or nothing: the person went on speaking before the answer
 # came (stale), or the model raised (failed: the pause is left to silence).
-EndOfTurnDecision = Literal["end", "wait", "stale", "failed"]
+EndOfTurnDecision = Literal["end", "wait", "hold", "stale", "failed"]
 # Why a speculative reply was dropped unheard: the person went on speaking, the
 # transcript at the endpoint (or the conversation it was asked with) is not the
 # one it was started on, its LLM request failed, the session ended.
@@ -128,6 +128,22 @@ class EndOfTurnCheck(Event):
     silence_s: float = rounded(3)
     decision: EndOfTurnDecision
     trails_off: bool = optional(False)
+
+
+@dataclass(frozen=True)
+class EndOfTurnText(Event):
+    """The transcript of utterance ``utterance`` up to a pause (the early final), as the
+    end-of-turn decision read it: ``sentence_end``, the LLM's probability that its sentence ends
+    there (None: not asked, or the LLM failed); ``unfinished``: the words hold the turn open
+    (unfinished, or trailing off on "and"); ``ended``: they confirmed the model's "finished"
+    and the turn ended now."""
+
+    type: ClassVar[str] = "end_of_turn_text"
+    utterance: int
+    text: str
+    sentence_end: float | None = rounded(4)
+    unfinished: bool
+    ended: bool = optional(False)
 
 
 @dataclass(frozen=True)
@@ -364,6 +380,7 @@ EVENTS: dict[str, type[Event]] = {
     for cls in (
         SpeechStart,
         EndOfTurnCheck,
+        EndOfTurnText,
         SpeechEnd,
         AsrPartial,
         AsrFinal,

@@ -31,7 +31,10 @@ model, off the audio path, and gives the probability to
 endpointer's own hangover becomes ``max_wait_s``, the fallback: it ends a
 pause the model never called finished. A voiced frame makes the check in
 flight stale; :meth:`Hearing.transcript` lets a transcript of the speech so
-far (the early final) weigh in.
+far (the early final) weigh in: with ``transcripts=True`` the caller gives one
+for each pause, and a "finished" from the model waits for it (up to
+``transcript_wait_s``), so that unfinished words ("Not at this particular")
+hold the turn open; the endpoint may then come from :meth:`Hearing.transcript`.
 """
 
 from __future__ import annotations
@@ -103,9 +106,19 @@ class PartialDue:
 class TurnChecked:
     """What an end-of-turn check's answer decided (:meth:`Hearing.turn_checked`)."""
 
-    decision: EndOfTurnDecision  # end: the turn is over; wait: not yet; stale, failed: the answer counted for nothing
+    # end: the turn is over; wait: not yet; hold: finished by the sound of it, the transcript
+    # decides when it comes; stale, failed: the answer counted for nothing
+    decision: EndOfTurnDecision
     trails_off: bool  # the transcript of the speech so far trails off, and weighed the probability down
     ended: Ended | None  # the endpoint (decision "end")
+
+
+@dataclass(frozen=True)
+class TranscriptWeighed:
+    """What a pause's transcript decided (:meth:`Hearing.transcript`)."""
+
+    unfinished: bool  # its words are an unfinished sentence (or trail off): they hold the turn open
+    ended: Ended | None  # the endpoint, when the model had said finished and the words agree
 
 
 Heard = SpeechOnset | OnsetDropped | SpeechStart | Ended | SpeechContinues | SpeechPaused | PartialDue | CheckEndOfTurn
@@ -133,10 +146,12 @@ class Hearing:
         partials: PartialConfig | None = None,
         budget: Budget | None = None,
         end_of_turn: EndOfTurnConfig | None = None,
+        transcripts: bool = False,
     ) -> None:
+        """``transcripts``: the caller gives :meth:`transcript` a transcript of each pause."""
         if (gate is None) != (vad_raw is None):
             raise ValueError("the echo gate needs the raw microphone's VAD, and only it does")
-        self.end_of_turn = EndOfTurn(end_of_turn) if end_of_turn is not None else None
+        self.end_of_turn = EndOfTurn(end_of_turn, transcripts) if end_of_turn is not None else None
         if end_of_turn is not None:  # the model decides; silence alone ends the turn only at max_wait_s
             endpoint = dataclasses.replace(endpoint, hangover_s=end_of_turn.max_wait_s)
         self.endpoint = endpoint
@@ -205,13 +220,26 @@ class Hearing:
         for heard in self._end_of_turn(eot.answer(check.check, probability, t), t):
             if isinstance(heard, Ended):
                 ended = heard
-        return TurnChecked("end" if ended is not None else "wait", trails, ended)
+        if ended is not None:
+            return TurnChecked("end", trails, ended)
+        return TurnChecked("hold" if eot.holding else "wait", trails, None)
 
-    def transcript(self, text: str, end: float) -> None:
-        """A transcript of the utterance's speech up to ``end`` (the early final): one that
-        trails off ("... and") weighs the end-of-turn model's answers down in this pause."""
-        if self.end_of_turn is not None:
-            self.end_of_turn.transcript(text, end)
+    def transcript(
+        self, text: str, end: float, t: float, sentence_end: float | None = None
+    ) -> TranscriptWeighed | None:
+        """A transcript of the utterance's speech up to ``end`` (the early final), with the LLM's
+        probability that its sentence ends there (None: not asked). One that trails off ("...
+        and") weighs the end-of-turn model's answers down in this pause, and one the LLM reads as
+        unfinished overrules its "finished". None: it does not count (no end-of-turn model, or
+        the person spoke on past ``end``)."""
+        eot = self.end_of_turn
+        if eot is None:
+            return None
+        commands = eot.transcript(text, end, t, sentence_end)
+        if commands is None:
+            return None
+        ended = next((h for h in self._end_of_turn(commands, t) if isinstance(h, Ended)), None)
+        return TranscriptWeighed(eot.unfinished_words or eot.trails_off, ended)
 
     def _end_of_turn(self, commands: list[EndOfTurnCommand], t: float) -> list[Heard]:
         """The end-of-turn decisions as what was heard: checks to run, or the endpoint now."""

@@ -32,9 +32,9 @@ from asr.echo import EchoCanceller, LinearEchoCanceller
 from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, VAD_FRAME, AudioBuffer
 from voice.core.echo_gate import EchoGate
-from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
+from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig, sentence_end_probability
 from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart, speech_run_start
-from voice.core.events import AsrPartial, EndOfTurnCheck, Error, Event, LlmCancelled, TtsCancelled
+from voice.core.events import AsrPartial, EndOfTurnCheck, EndOfTurnText, Error, Event, LlmCancelled, TtsCancelled
 from voice.core.hearing import Ended, Heard, Hearing, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.history import History
 from voice.core.partials import PartialConfig, PartialPolicy
@@ -145,6 +145,7 @@ class Session:
             partials=partials,
             budget=engines.partial_budget,
             end_of_turn=cfg.end_of_turn,
+            transcripts=cfg.early_final_s is not None,  # the early final of each pause
         )
         self._aec = EchoCanceller() if echo_cancel else None
         self._asr_aec = LinearEchoCanceller() if echo_cancel and cfg.asr_audio == "linear" else None
@@ -451,6 +452,37 @@ class Session:
         if checked.ended is not None:
             self._heard(checked.ended)
 
+    async def _weigh_transcript(self, utterance: int, text: str, end: float) -> None:
+        """The early final of a pause, to the end-of-turn decision: does the sentence end there?
+        The LLM's next-token probabilities of the words as plain text say (one short prefill,
+        beside the speculative reply it may have just started); a failure leaves it to the sound."""
+        eot = self.config.end_of_turn
+        if eot is None or self._hearing.end_of_turn is None or not self._hearing.end_of_turn.wants_transcript(end):
+            return
+        sentence_end: float | None = None
+        prompt = self._hearing.end_of_turn.completion_prompt(text)
+        if eot.min_sentence_end is not None and len(prompt.split()) > 1:  # one word: never unfinished
+            try:
+                top = await self.engines.llm.next_token_probabilities(prompt)
+                sentence_end = sentence_end_probability(top)
+            except Exception as e:
+                self._error("end_of_turn_text", repr(e))
+        weighed = self._hearing.transcript(text, end, self.clock.now(), sentence_end)
+        if weighed is None:
+            return  # the person spoke on: it no longer describes this pause
+        self._emit(
+            EndOfTurnText(
+                self.clock.now(),
+                utterance=utterance,
+                text=text,
+                sentence_end=sentence_end,
+                unfinished=weighed.unfinished,
+                ended=weighed.ended is not None,
+            )
+        )
+        if weighed.ended is not None:
+            self._heard(weighed.ended)
+
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self._over_reply_audio(cmd.onset, cmd.t)
         loop = asyncio.get_running_loop()
@@ -486,12 +518,12 @@ class Session:
             self._error("asr_final", repr(e))
             heard = Transcript("", 1.0)
         if cmd.early:
-            self._hearing.transcript(heard.text, cmd.end)  # "... and": the person is not done
             self._run(
                 self.conversation.early_transcript(
                     cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
                 )
             )
+            await self._weigh_transcript(cmd.utterance, heard.text, cmd.end)
             return
         self._run(
             self.conversation.transcript_final(
