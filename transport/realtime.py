@@ -191,9 +191,17 @@ class RealtimeProtocol:
     """One ``/v1/realtime`` connection's state: ids of items and responses."""
 
     def __init__(
-        self, session_id: str, output_rate: int, limits: Limits | None = None, resume: str | None = None
+        self,
+        session_id: str,
+        output_rate: int,
+        limits: Limits | None = None,
+        resume: str | None = None,
+        semantic: bool = False,
     ) -> None:
+        """``semantic``: the server ends turns with its end-of-turn model (Smart Turn and the
+        words), which Realtime calls ``semantic_vad``; else by silence (``server_vad``)."""
         self.session_id = session_id
+        self.semantic = semantic
         # ?session=ID in the URL: a stored conversation to go on with (an id is at most 64 characters).
         self._bad_resume = resume is not None and not 0 < len(resume) <= 64
         self.resume = None if self._bad_resume else resume
@@ -243,11 +251,16 @@ class RealtimeProtocol:
                 "input": {
                     "format": FORMAT,
                     "transcription": {"model": "whisper"},
-                    "turn_detection": {"type": "server_vad", "create_response": True, "interrupt_response": True},
+                    "turn_detection": self._turn_detection(),
                 },
                 "output": {"format": FORMAT, "voice": "piper"},
             },
         }
+
+    def _turn_detection(self) -> dict[str, Any]:
+        """What the server does to end a turn, as Realtime names it."""
+        kind = {"type": "semantic_vad", "eagerness": "auto"} if self.semantic else {"type": "server_vad"}
+        return {**kind, "create_response": True, "interrupt_response": True}
 
     # -- client -> server ----------------------------------------------------
 
@@ -326,12 +339,15 @@ class RealtimeProtocol:
             said = "turn_detection null (manual turns) is not supported"
             return self._refuse(m, "unsupported", said, "session.audio.input.turn_detection")
         if isinstance(turns, TurnDetection) and (
-            turns.type != "server_vad" or not turns.create_response or not turns.interrupt_response
+            turns.type not in ("server_vad", "semantic_vad")
+            or not turns.create_response
+            or not turns.interrupt_response
         ):
             return self._refuse(
                 m,
                 "unsupported",
-                "turn detection is server_vad, with create_response and interrupt_response true",
+                "turn detection is the server's (server_vad or semantic_vad), with create_response and "
+                "interrupt_response true",
                 "session.audio.input.turn_detection",
             )
         if session.instructions is not None:

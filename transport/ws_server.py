@@ -319,7 +319,8 @@ class VoiceServer:
             from transport.realtime import RealtimeProtocol
 
             resume = parse_qs(urlsplit(ws.request.path).query).get("session", [None])[0] if ws.request else None
-            dialect: Any = RealtimeProtocol(session_id, self.engines.output_rate, self.config.limits, resume)
+            semantic = self.config.session.end_of_turn is not None
+            dialect: Any = RealtimeProtocol(session_id, self.engines.output_rate, self.config.limits, resume, semantic)
         else:
             dialect = VoiceProtocol(session_id, self.engines.output_rate, self.config.limits)
         conn = Connection(self, ws, session_id, dialect)

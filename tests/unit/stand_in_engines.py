@@ -134,6 +134,9 @@ class StandInEngines:
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
 
+    async def warm_up(self) -> None:
+        pass
+
     def new_vad(self) -> StandInVAD:
         return StandInVAD()
 

@@ -405,6 +405,33 @@ def test_one_word_with_words_before_it_may_be_unfinished():
     assert eot.unfinished_words
 
 
+def test_finished_words_end_a_doubted_turn_sooner():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("Lord, but I'm glad to see you again, Phil.", end=1.06, t=1.25, sentence_end=0.59)
+    assert eot.answer(check.check, 0.15, 1.3) == []  # the model doubts it
+    assert not of(Endpoint, pause(eot, 1.06, 0.768))
+    (ep,) = pause(eot, 1.06, 0.8)[-1:]
+    assert (ep.reason, ep.t) == ("words", pytest.approx(1.86))
+
+
+def test_words_that_may_go_on_wait_the_whole_maximum():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("the Gutenberg, or forty-two line Bible of about 1455,", end=1.06, t=1.25, sentence_end=0.28)
+    assert eot.answer(check.check, 0.02, 1.3) == []
+    (ep,) = pause(eot, 1.06, 2.016)[-1:]
+    assert ep.reason == "max_wait"
+
+
+def test_finished_words_that_trail_off_do_not_count():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("My number is five five", end=1.06, t=1.25, sentence_end=0.5)
+    eot.answer(check.check, 0.2, 1.3)
+    assert not of(Endpoint, pause(eot, 1.06, 1.5))
+
+
 def test_completion_prompt():
     assert completion_prompt(" not at this particular.") == "Not at this particular"
     assert completion_prompt("in B. ") == "In B"
@@ -430,6 +457,8 @@ def test_config_is_checked():
         EndOfTurnConfig(min_sentence_end=1.5)
     with pytest.raises(ValueError):
         EndOfTurnConfig(transcript_wait_s=-0.1)
+    with pytest.raises(ValueError):
+        EndOfTurnConfig(finished_wait_s=0.0)
     assert EndOfTurnConfig(threshold=1.0).threshold == 1.0
 
 

@@ -421,24 +421,42 @@ def test_session_update_audio_side_that_is_not_an_object_is_invalid(proto, side)
     assert error["error"]["param"] == f"session.audio.{side}"
 
 
-def test_session_update_tuning_of_the_servers_vad_is_accepted(proto):
-    # docs/protocol.md: turn detection is always the server's VAD, tuned for this pipeline.
-    turns = {"type": "server_vad", "threshold": 0.7, "silence_duration_ms": 800, "prefix_padding_ms": 200}
+@pytest.mark.parametrize(
+    "turns",
+    [
+        {"type": "server_vad", "threshold": 0.7, "silence_duration_ms": 800, "prefix_padding_ms": 200},
+        {"type": "semantic_vad", "eagerness": "low"},
+    ],
+    ids=["server_vad", "semantic_vad"],
+)
+def test_session_update_tuning_of_the_servers_turn_detection_is_accepted(proto, turns):
+    # docs/protocol.md: turn detection is always the server's, tuned for this pipeline.
     assert sent(proto.receive_text(update(audio={"input": {"turn_detection": turns}})), ids=False) == [
         Configure(24000, acks=False, lead_s=0.12),
         {"type": "session.updated", "session": SESSION},
     ]
 
 
+def test_the_session_says_the_server_ends_turns_with_its_model():
+    semantic = RealtimeProtocol(SID, 24000, semantic=True)
+    (created,) = sent(semantic.ready(SID, []), ids=False)
+    assert created["session"]["audio"]["input"]["turn_detection"] == {
+        "type": "semantic_vad",
+        "eagerness": "auto",
+        "create_response": True,
+        "interrupt_response": True,
+    }
+
+
 @pytest.mark.parametrize(
     "turn_detection",
     [
         None,
-        {"type": "semantic_vad", "eagerness": "low"},
+        {"type": "push_to_talk"},
         {"type": "server_vad", "create_response": False, "interrupt_response": False},
-        {"type": "server_vad", "interrupt_response": False},
+        {"type": "semantic_vad", "interrupt_response": False},
     ],
-    ids=["null", "semantic_vad", "no-response", "no-interruptions"],
+    ids=["null", "other", "no-response", "no-interruptions"],
 )
 def test_session_update_other_turn_detection_is_unsupported(proto, turn_detection):
     text = update(instructions="Be brief.", audio={"input": {"turn_detection": turn_detection}})

@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-early-final", action="store_true", help="start the final ASR pass only at the endpoint")
     p.add_argument(
+        "--early-final-ms",
+        type=int,
+        default=round((SessionConfig.early_final_s or 0) * 1000),
+        help="silence after which the early final ASR pass starts (and the speculative reply on it)",
+    )
+    p.add_argument(
         "--no-speculate",
         action="store_true",
         help="start the reply at the endpoint, not on the early final before it (unheard until the endpoint)",
@@ -163,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=round(EndOfTurnConfig.max_wait_s * 1000),
         help="silence that ends the turn whatever Smart Turn says",
+    )
+    turns.add_argument(
+        "--turn-min-sentence-end",
+        type=float,
+        default=EndOfTurnConfig.min_sentence_end,
+        help="the LLM's P(the sentence ends here) for the early final below which the words hold the turn open "
+        "(0: the words are not read)",
     )
     local = p.add_argument_group("microphone and speaker (the default mode)")
     local.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
@@ -464,6 +477,7 @@ def end_of_turn_config(args: argparse.Namespace) -> EndOfTurnConfig | None:
         recheck_s=args.turn_recheck_ms / 1000 if args.turn_recheck_ms > 0 else None,
         max_wait_s=args.turn_max_wait_ms / 1000,
         threshold=args.turn_threshold,
+        min_sentence_end=args.turn_min_sentence_end or None,
     )
 
 
@@ -494,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
             audio = load_audio(args.replay)
         except AudioInputError as e:
             return fail(str(e))
+    if args.early_final_ms <= 0:
+        return fail("--early-final-ms must be positive (--no-early-final: none)")
     try:
         end_of_turn = end_of_turn_config(args)
     except ValueError as e:
@@ -525,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         end_of_turn=end_of_turn,
         barge_in=BargeInPolicy(commit_s=args.barge_in_commit_ms / 1000),
         echo_cancel=not args.no_aec,
-        early_final_s=None if args.no_early_final else SessionConfig.early_final_s,
+        early_final_s=None if args.no_early_final else args.early_final_ms / 1000,
         speculate=not args.no_speculate,
     )
     if args.system_prompt is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,8 @@ from llm.base import LLM, GenerationConfig
 from tts.piper_tts import PiperTTS
 from voice.core.budget import Budget
 from voice.shell import models
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -88,6 +91,25 @@ class Engines:
     # session is queued, and a check answered late is only a later endpoint
     # (max_wait_s still ends the turn).
     turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "end-of-turn"))
+
+    _warm_up: asyncio.Task | None = field(default=None, init=False, repr=False)
+
+    async def warm_up(self) -> None:
+        """Make the LLM's first next-token reading as quick as the rest: vLLM sets up its
+        logprobs path on the first request that asks for them (1.8 s here, then ~50 ms), and
+        the first turn's end-of-turn decision would wait for it. Once per engines, shared by
+        every session that asks (on the event loop that serves them); a failure is logged and
+        left to the session's own reading (which reports it)."""
+        loop = asyncio.get_running_loop()
+        if self._warm_up is None or self._warm_up.get_loop() is not loop:
+            self._warm_up = loop.create_task(self._read_once(), name="llm-warm-up")
+        await asyncio.shield(self._warm_up)
+
+    async def _read_once(self) -> None:
+        try:
+            await self.llm.next_token_probabilities("Hello there")
+        except Exception as e:
+            log.warning("LLM warm-up: %r", e)
 
     def new_vad(self) -> SileroVAD:
         """A VAD stream of its own (its recurrent state is per stream), on the shared model."""

@@ -176,8 +176,12 @@ class Session:
     # -- the device's side (through the pump) -------------------------------
 
     def attach(self, device: AudioDevice) -> None:
-        """The speaker that the core's playback commands (pause, resume, flush) go to."""
+        """The speaker that the core's playback commands (pause, resume, flush) go to.
+        Called by the pump as it starts, on the event loop: the engines warm up then."""
         self._device = device
+        eot = self.config.end_of_turn
+        if eot is not None and eot.min_sentence_end is not None:
+            self._spawn(self.engines.warm_up())
 
     def push_audio(self, block: np.ndarray, far: np.ndarray | None = None) -> None:
         """Microphone audio: 16 kHz mono float32, contiguous with the previous block.
