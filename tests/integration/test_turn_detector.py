@@ -13,9 +13,10 @@ import pytest
 
 from tests.conftest import FIXTURES
 from transport.files import load_audio
-from voice.bench.fixtures import with_silence
+from voice.bench.fixtures import SHARED_SPEECH, with_silence
 from voice.bench.scoring import word_error_rate
 from voice.bench.turns import run_turns
+from voice.core.events import EndOfTurnText
 from voice.shell.session import SessionConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
@@ -49,6 +50,29 @@ async def test_a_pause_inside_a_sentence_is_one_turn(engines, sentence):
     assert inside and all(c.decision in ("wait", "stale") for c in inside)  # asked in the pause, not finished
     assert [t["role"] for t in run.transcript] == ["user", "assistant"]
     assert word_error_rate(SENTENCE, run.user_text()) <= 0.2, run.user_text()
+
+
+async def test_unfinished_words_hold_the_turn_the_sound_calls_finished(engines):
+    """ "Not at this particular | case, Tom, apologized Whittemore." (CMU ARCTIC aew_a0002) with 0.6 s of
+    silence after "particular": Smart Turn calls that pause finished (0.95); the LLM reads the
+    early final as a sentence that does not end there, and the turn is held open."""
+    audio = load_audio(SHARED_SPEECH / "cmu_arctic_us_aew_a0002.wav")
+    run = await run_turns(engines, with_silence(audio, 1.32, 0.6), SMART_TURN)
+    assert run.errors == []
+    assert len(run.endpoints) == 1, run.checks
+    words = [e for e in run.events if isinstance(e, EndOfTurnText) and e.t < 1.32 + 0.6]
+    assert words and words[0].unfinished and words[0].sentence_end < 0.005, words
+    assert word_error_rate("Not at this particular case, Tom, apologized Whittemore.", run.user_text()) <= 0.3
+
+
+async def test_finished_words_end_a_turn_the_sound_doubts_sooner(engines):
+    """ "Lord, but I'm glad to see you again, Phil." (axb_a0004): Smart Turn says 0.15, the words read
+    finished: the turn ends at 0.8 s of silence, not the 2 s maximum."""
+    run = await run_turns(engines, load_audio(FIXTURES / "cmu_arctic_us_axb_a0004.wav"), SMART_TURN)
+    assert run.errors == [] and len(run.endpoints) == 1
+    assert 0.5 < run.endpoint_delay_s <= 0.8 + 0.032 + 0.02, run.checks
+    (words,) = [e for e in run.events if isinstance(e, EndOfTurnText)]
+    assert words.sentence_end >= 0.4 and not words.unfinished
 
 
 async def test_silence_alone_behaves_as_before(engines, sentence):
