@@ -28,7 +28,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import aclosing, contextmanager, suppress
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -181,7 +181,6 @@ class VLLMEngine:
 
     async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[Delta]:
         from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         g = self.generation
@@ -193,50 +192,49 @@ class VLLMEngine:
             seed=g.seed,
             output_kind=RequestOutputKind.DELTA,
         )
-        rid = request_id or uuid.uuid4().hex
-        finished = False
         tokens = 0  # generated since the last delta given out
         loop = asyncio.get_running_loop()
-        try:
-            prompt = await loop.run_in_executor(self._tokenizing, self.prompt_ids, messages)
-            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, rid):
+        prompt = await loop.run_in_executor(self._tokenizing, self.prompt_ids, messages)
+        # aclosing: a reply closed early at one of its yields closes the request too, at once.
+        async with aclosing(self._generate(prompt, params, request_id or uuid.uuid4().hex)) as outputs:
+            async for out in outputs:
                 text = out.outputs[0].text if out.outputs else ""
                 tokens += len(out.outputs[0].token_ids) if out.outputs else 0
                 if text or (out.finished and tokens):  # the last tokens may hold no text (EOS)
                     yield Delta(text, tokens)
                     tokens = 0
-                finished = out.finished
-        except Exception as e:  # the engine died or refused the request
-            if type(e).__name__ in {"EngineDeadError", "EngineGenerateError"} or isinstance(e, ValueError):
-                raise LLMError(f"vLLM: {type(e).__name__}: {e}") from e
-            raise
-        finally:
-            if not finished:
-                # Cancelled or closed early: take the request out of the scheduler now.
-                await self.engine.abort(rid)
 
-    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
-        from vllm import SamplingParams
+    async def _generate(self, prompt: list[int], params, request_id: str) -> AsyncIterator:
+        """The engine's outputs for one request. A request left before it finished (cancelled,
+        closed early) is taken out of the scheduler at once; an engine that died or refused
+        it is an LLMError."""
         from vllm.inputs import TokensPrompt
 
-        rid = uuid.uuid4().hex
-        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=k)
-        loop = asyncio.get_running_loop()
         finished = False
         try:
-            ids = await loop.run_in_executor(
-                self._tokenizing, lambda: list(self.tokenizer.encode(text, add_special_tokens=False))
-            )
-            out = None
-            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
+            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
                 finished = out.finished
+                yield out
         except Exception as e:
             if type(e).__name__ in {"EngineDeadError", "EngineGenerateError"} or isinstance(e, ValueError):
                 raise LLMError(f"vLLM: {type(e).__name__}: {e}") from e
             raise
         finally:
             if not finished:
-                await self.engine.abort(rid)
+                await self.engine.abort(request_id)
+
+    async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=k)
+        loop = asyncio.get_running_loop()
+        ids = await loop.run_in_executor(
+            self._tokenizing, lambda: list(self.tokenizer.encode(text, add_special_tokens=False))
+        )
+        out = None
+        async with aclosing(self._generate(ids, params, uuid.uuid4().hex)) as outputs:
+            async for last in outputs:  # one token: the last output holds it
+                out = last
         if out is None or not out.outputs or not out.outputs[0].logprobs:
             raise LLMError("vLLM: no logprobs in the answer")
         probabilities: dict[str, float] = {}

@@ -153,6 +153,18 @@ def test_the_end_of_turn_flags_make_the_session_config():
     )
 
 
+def test_the_words_can_be_left_unread_and_the_early_final_moved():
+    from voice.app.cli import build_parser, end_of_turn_config
+
+    parse = build_parser().parse_args
+    assert end_of_turn_config(parse([])).min_sentence_end == 0.005
+    assert end_of_turn_config(parse(["--turn-min-sentence-end", "0"])).min_sentence_end is None
+    assert end_of_turn_config(parse(["--turn-min-sentence-end", "0.01"])).min_sentence_end == 0.01
+    assert parse([]).early_final_ms == 128
+    question = str(FIXTURES / "ljspeech_LJ001-0002.wav")
+    assert_one_line_error(voice_run("--replay", question, "--early-final-ms", "0", timeout=60), "--early-final-ms")
+
+
 def test_serving_off_loopback_needs_a_token():
     assert_one_line_error(voice_run("--serve", "--host", "0.0.0.0", env={"VOICE_TOKEN": ""}, timeout=60), "token")
 
