@@ -456,21 +456,31 @@ class Session:
         if checked.ended is not None:
             self._heard(checked.ended)
 
-    async def _weigh_transcript(self, utterance: int, text: str, end: float) -> None:
+    async def _weigh_transcript(self, utterance: int, text: str, end: float, speculate: Callable[[], None]) -> None:
         """The early final of a pause, to the end-of-turn decision: does the sentence end there?
         The LLM's next-token probabilities of the words as plain text say (one short prefill,
-        beside the speculative reply it may have just started); a failure leaves it to the sound."""
+        beside the speculative reply ``speculate`` starts); a failure leaves it to the sound."""
         eot = self.config.end_of_turn
-        if eot is None or self._hearing.end_of_turn is None or not self._hearing.end_of_turn.wants_transcript(end):
-            return
+        hears = self._hearing.end_of_turn
+        wants = eot is not None and hears is not None and hears.wants_transcript(end)
+        prompt = hears.completion_prompt(text) if wants and hears is not None else ""
+        reads = wants and eot is not None and eot.min_sentence_end is not None and len(prompt.split()) > 1
+        # In lockstep the reading runs alone, then the reply: a request's logprobs in vLLM depend
+        # on what it is batched with, and virtual time must repeat exactly. In real time the
+        # reply goes first: its first token is on the critical path.
+        if not (self.lockstep and reads):
+            speculate()
         sentence_end: float | None = None
-        prompt = self._hearing.end_of_turn.completion_prompt(text)
-        if eot.min_sentence_end is not None and len(prompt.split()) > 1:  # one word: never unfinished
+        if reads:  # one word is never unfinished: no reading
             try:
                 top = await self.engines.llm.next_token_probabilities(prompt)
                 sentence_end = sentence_end_probability(top)
             except Exception as e:
                 self._error("end_of_turn_text", repr(e))
+            if self.lockstep:
+                speculate()
+        if not wants:
+            return
         weighed = self._hearing.transcript(text, end, self.clock.now(), sentence_end)
         if weighed is None:
             return  # the person spoke on: it no longer describes this pause
@@ -522,12 +532,15 @@ class Session:
             self._error("asr_final", repr(e))
             heard = Transcript("", 1.0)
         if cmd.early:
-            self._run(
-                self.conversation.early_transcript(
-                    cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
+
+            def speculate() -> None:
+                self._run(
+                    self.conversation.early_transcript(
+                        cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
+                    )
                 )
-            )
-            await self._weigh_transcript(cmd.utterance, heard.text, cmd.end)
+
+            await self._weigh_transcript(cmd.utterance, heard.text, cmd.end, speculate)
             return
         self._run(
             self.conversation.transcript_final(
