@@ -347,6 +347,15 @@ class EndOfTurn:
         one just before it too, if it began soon after that one ended (see ``context_s``)."""
         return completion_prompt(f"{self._context} {text}")
 
+    def reading(self, text: str, end: float) -> str | None:
+        """The prompt for the LLM's reading of ``text``, the transcript of the speech up to
+        ``end``; None when no reading is needed: the transcript would not count, the reading is
+        off (``min_sentence_end`` None), or it is one word (never unfinished)."""
+        prompt = self.completion_prompt(text)
+        if self.config.min_sentence_end is None or not self.wants_transcript(end) or len(_words(prompt)) < 2:
+            return None
+        return prompt
+
     def wants_transcript(self, end: float) -> bool:
         """Whether a transcript of the speech up to ``end`` would count (see :meth:`transcript`)."""
         return self._speaking and end >= self._end - 1e-9

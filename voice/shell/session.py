@@ -460,18 +460,17 @@ class Session:
         """The early final of a pause, to the end-of-turn decision: does the sentence end there?
         The LLM's next-token probabilities of the words as plain text say (one short prefill,
         beside the speculative reply ``speculate`` starts); a failure leaves it to the sound."""
-        eot = self.config.end_of_turn
         hears = self._hearing.end_of_turn
-        wants = eot is not None and hears is not None and hears.wants_transcript(end)
-        prompt = hears.completion_prompt(text) if wants and hears is not None else ""
-        reads = wants and eot is not None and eot.min_sentence_end is not None and len(prompt.split()) > 1
+        wants = hears is not None and hears.wants_transcript(end)
+        prompt = hears.reading(text, end) if hears is not None else None
+        reads = prompt is not None
         # In lockstep the reading runs alone, then the reply: a request's logprobs in vLLM depend
         # on what it is batched with, and virtual time must repeat exactly. In real time the
         # reply goes first: its first token is on the critical path.
         if not (self.lockstep and reads):
             speculate()
         sentence_end: float | None = None
-        if reads:  # one word is never unfinished: no reading
+        if prompt is not None:
             try:
                 top = await self.engines.llm.next_token_probabilities(prompt)
                 sentence_end = sentence_end_probability(top)
