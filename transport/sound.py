@@ -9,7 +9,8 @@ only copy: each output block is taken from a small buffer of reply audio and
 stamped with the time its first sample reaches the DAC
 (``outputBufferDacTime``); each captured block is queued with what the
 speaker played while it was captured, taken from the output's recent history
-by the block's ``inputBufferAdcTime`` (the echo canceller's reference). The
+by the block's ``inputBufferAdcTime`` (the echo canceller's reference, kept
+one continuous stream by :class:`transport.reference.ReferenceTrack`). The
 pipeline side (:class:`SoundCard`, on the event loop every 10 ms) feeds the
 captured audio to the session, tops up the output buffer a little ahead of
 the speaker (``lead``), and counts as played only what the DAC has reached by
@@ -31,6 +32,7 @@ from time import monotonic
 import numpy as np
 import soxr
 
+from transport.reference import ReferenceTrack
 from voice.core.audio import ASR_RATE
 
 
@@ -116,6 +118,8 @@ class SoundCard:
         self._history = np.zeros(0, dtype=np.float32)  # what went to the speaker lately (device rate)
         self._history_len = self.rate  # 1 s
         self._history_end = 0.0  # DAC time just after its last sample
+        self._history_total = 0  # samples that ever went into the history: the count its end is at
+        self._reference = ReferenceTrack(self.rate)
         self.latency = (0.0, 0.0)  # (input, output) seconds, as the devices report them
         self.failed: str | None = None
         self.restarts = 0
@@ -237,6 +241,7 @@ class SoundCard:
                 self._schedule.append((dac, n))
             self._history = np.concatenate([self._history, outdata[:, 0]])[-self._history_len :]
             self._history_end = dac + frames / self.rate
+            self._history_total += frames
 
     def _input_callback(self, indata, frames, time, status) -> None:
         self._last_input = monotonic()
@@ -244,14 +249,17 @@ class SoundCard:
             self.xruns += 1
         adc = time.inputBufferAdcTime or time.currentTime - self.latency[0]
         # The echo canceller's reference: what the speaker played while this block was
-        # captured, taken from the output's history by the two streams' timestamps.
+        # captured, found in the output's history by the two streams' timestamps.
         far = np.zeros(frames, dtype=np.float32)
         with self._lock:
-            back = round((self._history_end - adc) * self.rate)
-            start = len(self._history) - back
-            lo, hi = max(start, 0), min(start + frames, len(self._history))
+            history, oldest = self._history, self._history_total - len(self._history)
+            measured = self._history_total - round((self._history_end - adc) * self.rate)
+            snap = self._reference.snap
+            around = history[max(measured - snap - oldest, 0) : max(measured + frames + snap - oldest, 0)]
+            start = self._reference.place(measured, frames, silent=not np.any(around)) - oldest
+            lo, hi = max(start, 0), min(start + frames, len(history))
             if hi > lo:
-                far[lo - start : hi - start] = self._history[lo:hi]
+                far[lo - start : hi - start] = history[lo:hi]
         self._captured.append((indata[:, 0].copy(), far))
 
     def _finished(self) -> None:
