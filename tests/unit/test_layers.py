@@ -33,6 +33,7 @@ CORE_MAY_IMPORT = {
     "__future__",
     "collections",
     "dataclasses",
+    "difflib",
     "enum",
     "math",
     "re",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+import pytest
+
 from voice.core.budget import Budget
 from voice.core.events import (
     AsrFinal,
@@ -43,6 +45,8 @@ from voice.core.turns import (
     State,
     Synthesize,
     TranscribeFinal,
+    _words,
+    echo_similarity,
 )
 
 E = TypeVar("E", bound=Event)
@@ -635,6 +639,43 @@ def test_the_replys_own_words_heard_back_still_do_not_cut_it():
     speaking(conv, "It is noon. The sun is high.", played=150)
     tf = short_speech_over(conv, 2.9)
     assert of(ResumePlayback, conv.transcript_final(tf.utterance, "noon, the sun", 2.5, 2.9, 3.5))
+
+
+@pytest.mark.parametrize("heard", ["as they both look at each other", "the scene is it", "they begin speaking"])
+def test_the_replys_own_voice_transcribed_with_slips_does_not_cut_it(heard):
+    # What the echo canceller let through at a desk, as Whisper heard it (a recorded session).
+    conv = Conversation()
+    speaking(conv, "They began speaking as they both looked at each other. The scene is set off by them.", played=150)
+    tf = short_speech_over(conv, 2.9)
+    cmds = conv.transcript_final(tf.utterance, heard, 2.5, 2.9, 3.5)
+    assert of(ResumePlayback, cmds) and of(CancelResponse, cmds) == []
+
+
+@pytest.mark.parametrize(
+    ("heard", "echo"),
+    [
+        ("lips as they both look at each other", True),
+        ("the scene is it", True),
+        ("and begins", True),
+        ("bombs", False),  # one word: the word count decides
+        ("wait what about the weather tomorrow", False),
+        ("hold on that is not what I asked", False),
+        ("tell me about the room instead", False),
+    ],
+)
+def test_echo_similarity_against_the_reply(heard, echo):
+    reply = _words(
+        "The two men exchanged their palms and began speaking into each other's lips as they both looked at"
+        " each other across the room. The scene is set off by them shaking"
+    )
+    assert (echo_similarity(_words(heard), reply) >= BargeInPolicy().min_echo_similarity) is echo
+
+
+def test_a_stop_word_the_reply_did_not_say_cuts_it_even_among_its_words():
+    policy = BargeInPolicy()
+    reply = "as they both looked at each other"
+    assert policy.interrupts("wait they both looked at each other", reply)
+    assert not policy.interrupts("they both looked at each other", reply)
 
 
 def test_speech_that_went_on_over_the_endpoint_holds_the_reply_before_it_plays():

@@ -75,6 +75,7 @@ over all sessions (past it the reply starts at the endpoint, as without).
 
 from __future__ import annotations
 
+import difflib
 import enum
 import re
 from dataclasses import dataclass, field
@@ -183,6 +184,11 @@ class BargeInPolicy:
     # talks and nobody speaks (noise and echo residual): words found in that
     # are most often the reply's own, garbled.
     min_level_above_background_db: float = 10.0
+    # Speech over the reply whose words match a stretch of the reply this closely
+    # (0-1, by letters) is the reply's own voice that the echo canceller let
+    # through, transcribed with a slip or two ("lips as they both look at each
+    # other" for "... looked at ..."): not the person, however loud.
+    min_echo_similarity: float = 0.75
     stop_words: frozenset[str] = STOP_WORDS
     backchannels: frozenset[str] = BACKCHANNELS
 
@@ -197,9 +203,11 @@ class BargeInPolicy:
     ) -> bool:
         """Whether speech heard over the reply is meant to take the floor.
 
-        Words of the reply itself are not counted: what the echo canceller
-        left of the assistant's own voice, transcribed, is not the person.
-        Nor are words Whisper doubts, or speech much quieter than the person.
+        Words of the reply itself are not counted, nor words that repeat a
+        stretch of it with a slip or two: what the echo canceller left of the
+        assistant's own voice, transcribed, is not the person. Nor are words
+        Whisper doubts, or speech much quieter than the person. A stop word
+        the reply did not say is the person, whatever else was heard.
         """
         if no_speech_prob > self.max_no_speech_prob:
             return False
@@ -219,11 +227,31 @@ class BargeInPolicy:
         own = set(_words(reply))
         if any(w in self.stop_words and w not in own for w in words):
             return True
+        if echo_similarity(words, _words(reply)) >= self.min_echo_similarity:
+            return False
         return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
 
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
+
+
+def echo_similarity(heard: list[str], reply: list[str]) -> float:
+    """How closely ``heard`` (two words or more) repeats some stretch of ``reply``: the best
+    letter-by-letter match (difflib's ratio, 0-1) against its runs of as many words, one
+    fewer or one more (Whisper drops and splits words). 0 for fewer than two words."""
+    if len(heard) < 2 or not reply:
+        return 0.0
+    said = " ".join(heard)
+    best = 0.0
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(said)  # difflib caches what it knows of the second sequence
+    for n in {max(1, len(heard) - 1), len(heard), len(heard) + 1}:
+        for i in range(max(1, len(reply) - n + 1)):
+            matcher.set_seq1(" ".join(reply[i : i + n]))
+            if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+                best = max(best, matcher.ratio())
+    return best
 
 
 # -- commands: what the session must do -----------------------------------
