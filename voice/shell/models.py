@@ -14,7 +14,14 @@ SETUP_COMMAND = "scripts/setup"
 
 ASR_MODELS = {"base": "whisper-base", "tiny.en": "whisper-tiny.en"}
 VOICES = {"joe": "piper/en_US-joe-medium.onnx"}
-LLM_MODELS = {"smollm2-135m": "smollm2-135m-instruct"}
+LLM_MODELS = {
+    "smollm2-135m": "smollm2-135m-instruct",
+    # Can call tools (SmolLM2's chat template drops them): issue 16.
+    "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct",
+}
+# vLLM's tool parser for each model that can call tools: Qwen2.5-Coder writes a bare JSON
+# object, not its template's <tool_call> tags (../shared/notes/llm.md).
+TOOL_PARSERS = {"qwen2.5-coder-0.5b": "llama3_json"}
 VAD_FILE = "silero_vad.onnx"
 SMART_TURN_FILE = "smart-turn/smart-turn-v3.2-cpu.onnx"
 
