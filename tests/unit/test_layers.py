@@ -2,6 +2,7 @@
 
     voice.core            pure: turn-taking, sentences, playback accounting, hearing, history
     asr, tts, llm         the engines' adapters
+    voice.tools           the tools the assistant can call (the person's own code among them)
     voice.shell           asyncio wiring: session, pump, device port, clock, engine loading
     transport             devices and servers: replay, sound card, WebSocket
     voice.app             the application: CLI, terminal, store, metrics, logs
@@ -22,6 +23,7 @@ PACKAGES = ("voice", "asr", "llm", "tts", "transport")
 LAYERS = [
     ("voice.core",),
     ("asr", "tts", "llm"),
+    ("voice.tools",),
     ("voice.shell",),
     ("transport",),
     ("voice.app",),
