@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from voice.core.tool_calls import ToolCallDelta
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,12 @@ class LLMError(RuntimeError):
 class LLM(Protocol):
     name: str
 
-    def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]: ...
+    def stream(
+        self, messages: list[dict[str, Any]], request_id: str, tools: list[dict[str, Any]] | None = None
+    ) -> AsyncIterator[Delta | ToolCallDelta]:
+        """The reply's text; with ``tools`` (OpenAI function specs) the model may call them, and
+        its calls come as :class:`~voice.core.tool_calls.ToolCallDelta` pieces, never as text."""
+        ...
 
     async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:
         """The ``k`` likeliest tokens to follow ``text`` (plain text, no chat template), as

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
+from voice.core.tool_calls import ToolCallDelta
 
 
 class LLMStatusError(LLMError):
@@ -67,8 +69,14 @@ class OpenAIChatClient:
         *,
         prefix: str | None = None,
         max_tokens: int | None = None,
-    ) -> AsyncIterator[str]:
+        tools: list[dict[str, Any]] | None = None,
+    ) -> AsyncIterator[Delta | ToolCallDelta]:
         """Stream the reply to ``messages``; with ``prefix``, only what follows that partial reply.
+
+        ``tools`` (OpenAI's function specs) are offered to the model; its calls come as
+        :class:`~voice.core.tool_calls.ToolCallDelta` pieces (``delta.tool_calls``; a vLLM
+        server parses them from the model's text when started with
+        ``--enable-auto-tool-choice --tool-call-parser NAME``).
 
         The history is cut to the context as for the whole reply (the prefix
         is part of the reply's ``max_tokens``), so a continuation sees exactly
@@ -89,6 +97,9 @@ class OpenAIChatClient:
                 # Not in OpenAI's API; vLLM and llama.cpp servers take it, others ignore it.
                 "repetition_penalty": g.repetition_penalty,
             }
+            if tools:
+                body["tools"] = tools
+                body["tool_choice"] = "auto"
             if prefix:
                 # vLLM renders the final assistant message open-ended (no end-of-turn
                 # token) and generates its continuation; the stream holds only the new text.
@@ -112,9 +123,11 @@ class OpenAIChatClient:
                     if "error" in event:
                         raise LLMError(f"{self.base_url}: {event['error']}")
                     for choice in event.get("choices", []):
-                        delta = choice.get("delta", {}).get("content")
-                        if delta:
-                            yield Delta(delta)
+                        delta = choice.get("delta") or {}
+                        if delta.get("content"):
+                            yield Delta(delta["content"])
+                        for call in delta.get("tool_calls") or []:
+                            yield _tool_call_delta(call, self.base_url)
             raise LLMError(f"{self.base_url}: the stream ended without [DONE]")
         except httpx.HTTPError as e:
             raise LLMError(f"{self.base_url}: {type(e).__name__}: {e}") from e
@@ -143,3 +156,17 @@ class OpenAIChatClient:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _tool_call_delta(call: Any, where: str) -> ToolCallDelta:
+    """One entry of ``delta.tool_calls``: ``{"index", "id"?, "function": {"name"?, "arguments"?}}``."""
+    try:
+        function = call.get("function") or {}
+        return ToolCallDelta(
+            index=int(call["index"]),
+            id=call.get("id") or None,
+            name=function.get("name") or None,
+            arguments=function.get("arguments") or "",
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise LLMError(f"{where}: malformed tool call in the stream: {str(call)[:80]!r}") from e

@@ -33,6 +33,7 @@ import httpx
 
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
 from llm.openai_http import LLMStatusError, OpenAIChatClient
+from voice.core.tool_calls import ToolCallDelta
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +136,19 @@ class LLMPool:
         """Each replica's url, health, requests in flight, served and failed, for logs and metrics."""
         return [dataclasses.asdict(r) for r in self.router.replicas]
 
-    async def stream(self, messages: list[dict[str, str]], request_id: str | None = None) -> AsyncIterator[Delta]:
-        """One reply, on the least-loaded healthy replica; finished on another if that one fails."""
+    async def stream(
+        self, messages: list[dict[str, Any]], request_id: str | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> AsyncIterator[Delta | ToolCallDelta]:
+        """One reply, on the least-loaded healthy replica; finished on another if that one fails
+        (not once it has begun a tool call: a call's pieces cannot be continued elsewhere, and
+        the reply fails instead, its unfinished call never run)."""
         self._start_prober()
         g = self.generation
         said = ""  # what this reply has yielded so far, over every replica
         tokens = 0
         tried: list[int] = []
         errors: list[str] = []
+        calling = False  # a tool call's pieces have been given out
         while True:
             i = self.router.pick(tried)
             if i is None:
@@ -151,9 +157,9 @@ class LLMPool:
             client = self.clients[i]
             if said:
                 log.warning("continuing a reply on %s after %d tokens", client.base_url, tokens)
-                inner = client.stream(messages, request_id, prefix=said, max_tokens=g.max_tokens - tokens)
+                inner = client.stream(messages, request_id, prefix=said, max_tokens=g.max_tokens - tokens, tools=tools)
             else:
-                inner = client.stream(messages, request_id)
+                inner = client.stream(messages, request_id, tools=tools)
             self.router.acquire(i)
             failed = False
             try:
@@ -161,8 +167,11 @@ class LLMPool:
                 async with contextlib.aclosing(inner):
                     async for delta in inner:
                         self.router.mark_healthy(i)  # it may have been tried while marked unhealthy
-                        said += delta
-                        tokens += delta.tokens
+                        if isinstance(delta, ToolCallDelta):
+                            calling = True
+                        else:
+                            said += delta
+                            tokens += delta.tokens
                         yield delta
                 self.router.mark_healthy(i)
                 return
@@ -172,6 +181,8 @@ class LLMPool:
                 failed = True
                 errors.append(str(e))
                 log.warning("LLM replica failed (%s); %d tokens said", e, tokens)
+                if calling:
+                    raise LLMError(f"the LLM replica failed in the middle of a tool call: {e}") from e
             finally:
                 self.router.release(i, failed)
             if tokens >= g.max_tokens:

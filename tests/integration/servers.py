@@ -31,7 +31,12 @@ def free_port() -> int:
 
 
 def launch_vllm_server(
-    model_dir: Path, work: Path, dtype: str = "bfloat16", prefix_caching: bool = True, timeout_s: float = 300
+    model_dir: Path,
+    work: Path,
+    dtype: str = "bfloat16",
+    prefix_caching: bool = True,
+    timeout_s: float = 300,
+    extra_args: list[str] | None = None,
 ) -> tuple[str, subprocess.Popen]:
     """Start the server and wait for ``/health``; returns its URL and process."""
     port = free_port()
@@ -48,7 +53,7 @@ def launch_vllm_server(
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype,
         "--max-model-len", "2048", "--enforce-eager",
-        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching",
+        "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching", *(extra_args or []),
     ]  # fmt: skip
     # Its own process group: a kill takes vLLM's engine processes with it (they outlive a killed parent).
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
