@@ -214,7 +214,12 @@ class VLLMEngine:
         tokens = 0  # generated since the last delta given out
         loop = asyncio.get_running_loop()
         prompt = await loop.run_in_executor(self._tokenizing, self.prompt_ids, messages, tools)
-        calls = _ToolCallReader(self._tool_parser_class(self.tokenizer, tools), tools) if tools else None
+        calls = None
+        if tools:
+            from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+            request = ChatCompletionRequest(model=self.name, messages=[], tools=tools, tool_choice="auto")
+            calls = ToolCallReader(self._tool_parser_class(self.tokenizer, tools), request)
         # aclosing: a reply closed early at one of its yields closes the request too, at once.
         async with aclosing(self._generate(prompt, params, request_id or uuid.uuid4().hex)) as outputs:
             async for out in outputs:
@@ -285,7 +290,7 @@ class VLLMEngine:
             gc.collect()
 
 
-class _ToolCallReader:
+class ToolCallReader:
     """One reply's text through vLLM's tool parser: the text to speak, and the calls' pieces.
 
     A reply that opens a Markdown code block (```json) is read without that first line:
@@ -293,11 +298,10 @@ class _ToolCallReader:
     call only where the reply starts with its JSON.
     """
 
-    def __init__(self, parser, tools: list[dict[str, Any]]) -> None:
-        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-
+    def __init__(self, parser, request) -> None:
+        """``parser``: a vLLM tool parser for this reply; ``request``: the chat request it is told of."""
         self._parser = parser
-        self._request = ChatCompletionRequest(model="local", messages=[], tools=tools, tool_choice="auto")
+        self._request = request
         self._raw = ""  # the reply as generated
         self._text = ""  # what the parser has been given of it
         self._ids: list[int] = []
@@ -317,7 +321,7 @@ class _ToolCallReader:
             return []
         self._raw += delta
         text = self._unfenced()
-        if text is None or not text.startswith(self._text):
+        if text is None or not text.startswith(self._text) or text == self._text:
             self._ids += ids
             return []
         delta, all_ids = text[len(self._text) :], self._ids + ids
