@@ -219,7 +219,7 @@ class VLLMEngine:
             from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
             request = ChatCompletionRequest(model=self.name, messages=[], tools=tools, tool_choice="auto")
-            calls = ToolCallReader(self._tool_parser_class(self.tokenizer, tools), request)
+            calls = ToolCallReader(self._tool_parser_class(self.tokenizer, request.tools), request)
         # aclosing: a reply closed early at one of its yields closes the request too, at once.
         async with aclosing(self._generate(prompt, params, request_id or uuid.uuid4().hex)) as outputs:
             async for out in outputs:

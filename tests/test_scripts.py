@@ -12,7 +12,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.read_text().startswith("#!/usr/bin/env python3"))
+SCRIPTS = sorted(
+    p.name for p in (ROOT / "scripts").iterdir() if p.is_file() and p.read_text().startswith("#!/usr/bin/env python3")
+)
 
 # A shell with no .venv activated, as after `scripts/setup` in a fresh terminal.
 PLAIN = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
