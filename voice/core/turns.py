@@ -223,11 +223,11 @@ class BargeInPolicy:
             and level_db < background_db + self.min_level_above_background_db
         ):
             return False
-        words = _words(text)
-        own = set(_words(reply))
+        words, said = _words(text), _words(reply)
+        own = set(said)
         if any(w in self.stop_words and w not in own for w in words):
             return True
-        if echo_similarity(words, _words(reply)) >= self.min_echo_similarity:
+        if echo_similarity(words, said) >= self.min_echo_similarity:
             return False
         return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
 
