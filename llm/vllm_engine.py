@@ -20,6 +20,7 @@ core only takes note of a signal until the model is loaded).
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import multiprocessing
 import os
@@ -182,6 +183,7 @@ class VLLMEngine:
         self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
 
     def _encode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        messages = [_arguments_as_objects(m) for m in messages]
         text = self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
         # The template already holds the special tokens.
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -354,3 +356,23 @@ class ToolCallReader:
             return []
         rest = parser.get_remaining_unstreamed_args()
         return [ToolCallDelta(len(parser.prev_tool_call_arr) - 1, arguments=rest)] if rest else []
+
+
+def _arguments_as_objects(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's tool calls with their arguments as objects, not JSON text, as vLLM's server
+    gives them to chat templates: Qwen's writes ``"arguments": "{}"`` for the text, and the
+    model, reading its own past calls so, goes on to quote its arguments."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    fixed = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                function["arguments"] = json.loads(arguments or "{}")
+            except json.JSONDecodeError:
+                function["arguments"] = {}
+        fixed.append({**call, "function": function})
+    return {**message, "tool_calls": fixed}

@@ -34,6 +34,8 @@ from voice.core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallEnd,
+    ToolCallStart,
     Truncate,
     TtsChunk,
     TurnEnd,
@@ -202,6 +204,9 @@ PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
     Truncate: ("truncate", ("response", "audio_end_ms", "text")),
     TurnEnd: ("turn_end", ("response", "text", "interrupted")),  # interrupted: false too
     Backchannel: ("backchannel", ("utterance", "text")),
+    # A line per call on the page: the call as the model made it, then what came of it.
+    ToolCallStart: ("tool_call", ("response", "call_id", "name", "arguments")),
+    ToolCallEnd: ("tool_result", ("response", "call_id", "name", "status", "result", "duration_s")),
 }
 
 

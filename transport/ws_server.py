@@ -59,6 +59,7 @@ from voice.shell.clock import MonotonicClock
 from voice.shell.engines import Engines
 from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
+from voice.tools import Tools
 
 log = logging.getLogger("voice.server")
 handshake_log = logging.getLogger("voice.server.http")
@@ -131,6 +132,7 @@ class ServerConfig:
     max_sessions: int = 8
     limits: Limits = field(default_factory=Limits)
     session: SessionConfig = field(default_factory=SessionConfig)
+    tools: Tools | None = None  # what the model may call in every session (--tools)
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.token:
@@ -386,6 +388,7 @@ class Connection:
         self._cut_off = False  # closed for not reading what it was sent
         self._hanging_up: asyncio.Task | None = None
         self._closing = False
+        self._ended_by_tool = False
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -517,7 +520,8 @@ class Connection:
                 self.server.rekey(self, opened.session_id)
             history, self.recorder = opened.history, opened.recorder
         self.clock = MonotonicClock()  # restarted at the first audio (the pump): the session's timeline
-        self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history)
+        tools = self.server.config.tools
+        self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history, tools=tools)
         self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
         self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
         self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)
@@ -574,7 +578,11 @@ class Connection:
             self._check_health()
 
     def _check_health(self) -> None:
-        if self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
+        session = self.session
+        if session is not None and session.ended.is_set() and not self._ended_by_tool:
+            self._ended_by_tool = True  # a tool ended the conversation; its goodbye has been played
+            self._tasks.append(asyncio.create_task(self._close(1000, "conversation ended")))
+        elif self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
             self._cut_off_now(f"the client read nothing for {self.limits.slow_client_s:g} s")
         elif time.monotonic() - self._last_rx > self.limits.idle_timeout_s:
             self._fatal(1000, "idle_timeout", f"nothing received for {self.limits.idle_timeout_s:g} s")

@@ -7,7 +7,8 @@ devices is about their wiring, on virtual time, in milliseconds:
 
 - the VAD is an energy threshold (a frame louder than -35 dBFS is speech);
 - the recognizer hears a tone's pitch as scripted words;
-- the LLM streams a scripted reply word by word;
+- the LLM streams a scripted reply word by word (a reply may hold tool calls,
+  streamed as the pieces they are scripted in);
 - the TTS turns each word into 0.25 s of a tone, with exact word timings;
 - the end-of-turn model answers scripted probabilities, in order.
 """
@@ -28,6 +29,7 @@ from tts.piper_tts import SpeechPiece
 from voice.core.audio import ASR_RATE
 from voice.core.budget import Budget
 from voice.core.ledger import Word
+from voice.core.tool_calls import ToolCallDelta
 
 OUTPUT_RATE = 24000
 WORD_S = 0.25
@@ -78,9 +80,14 @@ class StandInSmartTurn:
 class StandInLLM:
     name = "stand-in"
 
-    def __init__(self, replies: list[str], next_tokens: dict[str, float] | None = None) -> None:
+    def __init__(
+        self, replies: list[str | list[str | ToolCallDelta]], next_tokens: dict[str, float] | None = None
+    ) -> None:
+        """``replies``, one per request: text, streamed word by word, or a list of text and
+        tool-call pieces, streamed in that order."""
         self.replies = list(replies)
         self.requests: list[list[dict[str, str]]] = []
+        self.tools: list[list[dict] | None] = []  # the tools offered with each request
         self.cancelled = 0
         # What follows every transcript it is asked about (default: a sentence that may end there).
         self.next_tokens = {".": 0.3, ",": 0.2} if next_tokens is None else next_tokens
@@ -91,13 +98,22 @@ class StandInLLM:
         await asyncio.sleep(0)
         return dict(self.next_tokens)
 
-    async def stream(self, messages: list[dict[str, str]], request_id: str) -> AsyncIterator[Delta]:
+    async def stream(
+        self, messages: list[dict[str, str]], request_id: str, tools: list[dict] | None = None
+    ) -> AsyncIterator[Delta | ToolCallDelta]:
         self.requests.append(messages)
+        self.tools.append(tools)
         reply = self.replies.pop(0) if self.replies else "Okay."
+        pieces = [reply] if isinstance(reply, str) else reply
         try:
-            for i, word in enumerate(reply.split(" ")):
-                await asyncio.sleep(0)
-                yield Delta(word if i == 0 else " " + word, 1)
+            for piece in pieces:
+                if isinstance(piece, ToolCallDelta):
+                    await asyncio.sleep(0)
+                    yield piece
+                    continue
+                for i, word in enumerate(piece.split(" ")):
+                    await asyncio.sleep(0)
+                    yield Delta(word if i == 0 else " " + word, 1)
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise

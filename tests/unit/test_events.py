@@ -34,6 +34,8 @@ from voice.core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallEnd,
+    ToolCallStart,
     Truncate,
     TtsCancelled,
     TtsChunk,
@@ -191,6 +193,16 @@ WIRE: list[tuple[Event, str]] = [
         '{"t": 4.6, "type": "truncate", "response": 1, "audio_end_ms": 700, "text": "It\'s"}',
     ),
     (
+        ToolCallStart(2.0, response=1, call_id="call_1_0_0", name="set_timer", arguments='{"minutes": 5}'),
+        '{"t": 2.0, "type": "tool_call", "response": 1, "call_id": "call_1_0_0", "name": "set_timer",'
+        ' "arguments": "{\\"minutes\\": 5}"}',
+    ),
+    (
+        ToolCallEnd(2.3, response=1, call_id="c", name="set_timer", status="ok", result="set", duration_s=0.30004),
+        '{"t": 2.3, "type": "tool_result", "response": 1, "call_id": "c", "name": "set_timer", "status": "ok",'
+        ' "result": "set", "duration_s": 0.3}',
+    ),
+    (
         Error(1.00004, where="tts", message="boom"),
         '{"t": 1.0, "type": "error", "where": "tts", "message": "boom"}',
     ),
@@ -217,7 +229,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 26
+    assert len(EVENTS) == 28
 
 
 def test_numbers_are_rounded_when_the_event_is_made():
@@ -347,6 +359,8 @@ def test_the_event_log_writes_one_line_per_event_and_echoes_the_conversation(tmp
         "[   4.70] -- playback_resumed backchannel",
         "[   4.60] -- barge_in words",
         '[   4.60] -- heard: "It\'s"',
+        '[   2.00] -- tool set_timer({"minutes": 5})',
+        "[   2.30] -- tool set_timer: ok (0.30 s): set",
         "[   1.00] error in tts: boom",
     ]
 

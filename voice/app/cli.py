@@ -33,13 +33,26 @@ from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
-from voice.core.events import AsrFinal, Backchannel, BargeIn, Error, Event, PlaybackResumed, Truncate, TtsChunk
+from voice.core.events import (
+    AsrFinal,
+    Backchannel,
+    BargeIn,
+    Error,
+    Event,
+    PlaybackResumed,
+    ToolCallEnd,
+    ToolCallStart,
+    Truncate,
+    TtsChunk,
+)
 from voice.core.turns import BargeInPolicy
+from voice.shell import models
 from voice.shell.clock import Clock, MonotonicClock, VirtualClock
 from voice.shell.engines import EngineConfig, Engines, LoadInterrupted, start_engines
 from voice.shell.models import MissingModelError
 from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
+from voice.tools import ToolDefinitionError, Tools, load_tools
 
 EXIT_USAGE = 2
 
@@ -69,6 +82,13 @@ class EventLog:
                 print(f"[{event.t:7.2f}] -- {event.type} {event.text}", file=self._echo, flush=True)
             case Truncate():
                 print(f"[{event.t:7.2f}] -- heard: {event.text!r}", file=self._echo, flush=True)
+            case ToolCallStart():
+                print(f"[{event.t:7.2f}] -- tool {event.name}({event.arguments})", file=self._echo, flush=True)
+            case ToolCallEnd():
+                line = (
+                    f"[{event.t:7.2f}] -- tool {event.name}: {event.status} ({event.duration_s:.2f} s): {event.result}"
+                )
+                print(line, file=self._echo, flush=True)
             case Error():
                 print(f"[{event.t:7.2f}] error in {event.where}: {event.message}", file=self._echo)
 
@@ -85,7 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--asr-model", default="base", help="final-pass Whisper model: base, tiny.en or a folder")
     p.add_argument("--partial-model", default="tiny.en", help="Whisper model for partials, or 'none'")
     p.add_argument("--voice", default="joe", help="piper voice: joe or a path to an .onnx voice")
-    p.add_argument("--llm-model", default="smollm2-135m", help="embedded LLM: smollm2-135m or a folder")
+    p.add_argument(
+        "--llm-model",
+        default=None,
+        help="embedded LLM: smollm2-135m (the default), qwen2.5-coder-0.5b (the default with --tools) or a folder",
+    )
+    p.add_argument(
+        "--tools",
+        action="append",
+        metavar="FILE.py|builtin",
+        help="tools the assistant may call: 'builtin' (time, timer, calculator, hanging up) or a Python file"
+        " whose __all__ names its tool functions; repeat for more",
+    )
+    p.add_argument("--tool-parser", help="vLLM's tool parser for a model given as a folder (e.g. llama3_json)")
+    p.add_argument(
+        "--max-tool-rounds",
+        type=int,
+        default=SessionConfig.max_tool_rounds,
+        help="times one reply may ask the model with tools before it must answer in words (default: %(default)s)",
+    )
     p.add_argument(
         "--llm-url",
         action="append",
@@ -231,9 +269,11 @@ class Runtime:
         store: bool,
         resume: bool,
         system_prompt: str | None = None,
+        tools: Tools | None = None,
     ) -> None:
         self.args = args
         self.system_prompt = system_prompt
+        self.tools = tools
         self.engine_cfg = engine_cfg
         self._want_store = store
         self._want_conversation = resume
@@ -300,7 +340,7 @@ class Runtime:
         if self.args.log_json:
             sinks.append(event_logger(name))
         history = self.opened.history if self.opened is not None else None
-        return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep)
+        return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep, tools=self.tools)
 
     def saved(self, hint: str) -> None:
         """Say where the conversation is kept; it is stored with its first turn, so not when nothing was said."""
@@ -324,14 +364,17 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+async def run_replay(
+    args: argparse.Namespace, audio, engine_cfg: EngineConfig, session_cfg: SessionConfig, tools: Tools | None = None
+) -> int:
     from transport.echo_path import EchoPath
     from transport.files import write_wav
     from transport.replay import replay
 
     # Kept in the store only when asked (--db, --session); always in out/.
     stored = args.db is not None or args.session is not None
-    async with Runtime(args, engine_cfg, store=stored, resume=stored, system_prompt=session_cfg.system_prompt) as rt:
+    prompt = session_cfg.system_prompt
+    async with Runtime(args, engine_cfg, store=stored, resume=stored, system_prompt=prompt, tools=tools) as rt:
         assert rt.engines is not None
         loads = ", ".join(f"{k} {v:.1f} s" for k, v in rt.engines.load_times.items())
         print(f"ready in {rt.cold_s:.1f} s ({loads})", file=sys.stderr, flush=True)
@@ -353,7 +396,9 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     print()
     print("transcript:")
     for turn in transcript:
-        print(f"  {turn['role']:>9}: {turn['text']}")
+        tool = turn.get("tool")
+        said = f"{tool['name']}({tool['arguments']}) -> {tool['status']}: {turn['text']}" if tool else turn["text"]
+        print(f"  {turn['role']:>9}: {said}")
     print()
     print(f"latency ({'virtual time' if args.fast else 'real time'}; cold start {rt.cold_s:.1f} s, not included):")
     print(format_table(turns))
@@ -362,7 +407,9 @@ async def run_replay(args: argparse.Namespace, audio, engine_cfg: EngineConfig, 
     return 1 if session.errors else 0
 
 
-async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+async def run_serve(
+    args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig, tools: Tools | None = None
+) -> int:
     from transport.protocol import Limits
     from transport.ws_server import ServerConfig, VoiceServer
 
@@ -374,6 +421,7 @@ async def run_serve(args: argparse.Namespace, engine_cfg: EngineConfig, session_
         max_sessions=args.max_sessions,
         limits=Limits(idle_timeout_s=args.idle_timeout),
         session=session_cfg,
+        tools=tools,
     )
     try:
         config.check()
@@ -423,7 +471,9 @@ def open_store(args: argparse.Namespace):
     return store
 
 
-async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig) -> int:
+async def run_local(
+    args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig, tools: Tools | None = None
+) -> int:
     from transport.local import SoundCardDevice
     from transport.sound import AudioDeviceError, DeviceChoice, SoundCard
     from voice.app.terminal import TerminalView
@@ -437,7 +487,8 @@ async def run_local(args: argparse.Namespace, engine_cfg: EngineConfig, session_
     code = 0
     try:
         print(f"mic: {card.input_name} · speaker: {card.output_name} · {card.rate} Hz", file=sys.stderr)
-        async with Runtime(args, engine_cfg, store=True, resume=True, system_prompt=session_cfg.system_prompt) as rt:
+        prompt = session_cfg.system_prompt
+        async with Runtime(args, engine_cfg, store=True, resume=True, system_prompt=prompt, tools=tools) as rt:
             session = rt.session("local", MonotonicClock(), session_cfg, [view.event])
             if session.history.turns:
                 view.message(f"(resuming: {len(session.history.turns)} turns so far)")
@@ -514,13 +565,25 @@ def main(argv: list[str] | None = None) -> int:
         end_of_turn = end_of_turn_config(args)
     except ValueError as e:
         return fail(f"--turn-*: {e}")
+    tools: Tools | None = None
+    if args.tools:
+        try:
+            tools = load_tools(args.tools)
+        except ToolDefinitionError as e:
+            return fail(f"--tools: {e}")
+    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools else "smollm2-135m")
     urls = args.llm_url or []
+    if tools and not urls and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
+        return fail(
+            f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
+        )
     engine_cfg = EngineConfig(
         asr_model=args.asr_model,
         partial_model=None if args.partial_model == "none" else args.partial_model,
         smart_turn=end_of_turn is not None,
         voice=args.voice,
-        llm_model=args.llm_model,
+        llm_model=llm_model,
+        tool_parser=args.tool_parser,
         llm_url=urls[0] if urls else None,
         llm_urls=tuple(urls[1:]),
         llm_compile=args.llm_compile,
@@ -543,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         echo_cancel=not args.no_aec,
         early_final_s=None if args.no_early_final else args.early_final_ms / 1000,
         speculate=not args.no_speculate,
+        max_tool_rounds=args.max_tool_rounds,
     )
     if args.system_prompt is not None:
         session_cfg = dataclasses.replace(session_cfg, system_prompt=args.system_prompt)
@@ -552,10 +616,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(e))
     try:
         if args.serve:
-            return asyncio.run(run_serve(args, engine_cfg, session_cfg))
+            return asyncio.run(run_serve(args, engine_cfg, session_cfg, tools))
         if audio is None:
-            return asyncio.run(run_local(args, engine_cfg, session_cfg))
-        return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg))
+            return asyncio.run(run_local(args, engine_cfg, session_cfg, tools))
+        return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg, tools))
     except UsageError as e:
         return fail(str(e))
     except KeyboardInterrupt as e:

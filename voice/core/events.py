@@ -250,6 +250,35 @@ class TurnEnd(Event):
     interrupted: bool = optional(False)
 
 
+# -- tools ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCallStart(Event):
+    """The model's call ``call_id`` of tool ``name`` is whole, and goes to the tool (its
+    ``arguments``: the JSON text the model wrote, checked against the tool before it runs)."""
+
+    type: ClassVar[str] = "tool_call"
+    response: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolCallEnd(Event):
+    """Call ``call_id`` has its ``result`` (what the model is told): ``status`` ok, error (it
+    raised, or its arguments did not fit: it never ran), cancelled (by a barge-in) or timeout."""
+
+    type: ClassVar[str] = "tool_result"
+    response: int
+    call_id: str
+    name: str
+    status: str
+    result: str
+    duration_s: float = rounded(3)
+
+
 # -- speculation ---------------------------------------------------------------
 
 
@@ -390,6 +419,8 @@ EVENTS: dict[str, type[Event]] = {
         ResponseStart,
         LlmFirstToken,
         TtsChunk,
+        ToolCallStart,
+        ToolCallEnd,
         LlmDone,
         PlaybackStart,
         PlaybackEnd,

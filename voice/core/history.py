@@ -1,8 +1,10 @@
 """The conversation so far: finalized turns only.
 
 A user turn is added at the ASR final, an assistant turn when its playback
-ended (or, later, when it was cut). What is still in flight lives in the
-playback ledger, never here, so nothing partial can be stored as final.
+ended (or, later, when it was cut), a tool turn when the tool's call has a
+result (ok, error, cancelled or timeout: every call here has one). What is
+still in flight lives in the playback ledger, never here, so nothing partial
+can be stored as final.
 
 A :class:`HistoryListener` hears of every turn added, changed (a finished
 reply cut after the fact) and removed: that is how turns are persisted
@@ -20,12 +22,25 @@ from typing import Any, Literal, Protocol
 
 log = logging.getLogger(__name__)
 
-Role = Literal["user", "assistant"]
+Role = Literal["user", "assistant", "tool"]
+ToolStatus = Literal["ok", "error", "cancelled", "timeout"]
 
 # An assistant turn the person cut off is sent to the LLM as the words they
 # heard followed by this marker, so that the model knows it was interrupted
 # there (and neither repeats nor assumes the unheard rest).
 INTERRUPTED_MARKER = " [interrupted by the user]"
+
+
+@dataclass
+class ToolUse:
+    """A tool turn's call: the model asked ``name`` with ``arguments`` (its JSON text, as it wrote
+    it); the turn's ``text`` is the result the model was told."""
+
+    call_id: str
+    name: str
+    arguments: str
+    status: ToolStatus
+    duration_s: float = 0.0
 
 
 @dataclass
@@ -36,8 +51,9 @@ class Turn:
     t_end: float | None = None
     generated_text: str | None = None  # assistant: everything the LLM produced
     interrupted: bool = False
-    response: int | None = None  # assistant: the reply's id in its session
+    response: int | None = None  # assistant and tool: the reply's id in its session
     extra: dict[str, Any] = field(default_factory=dict)
+    tool: ToolUse | None = None  # role "tool": the call whose result ``text`` is
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -91,15 +107,48 @@ class History:
         except Exception:
             log.exception("history listener failed on a turn %s", what)
 
-    def messages(self, system_prompt: str | None) -> list[dict[str, str]]:
-        """Chat messages for the next LLM request."""
-        out: list[dict[str, str]] = []
+    def messages(self, system_prompt: str | None) -> list[dict[str, Any]]:
+        """Chat messages for the next LLM request.
+
+        Tool turns of one reply that follow each other become the assistant's message that
+        made the calls, then one ``tool`` message per result, as chat templates want them:
+        a call is only ever here with its result. (The words the reply spoke around its
+        calls are in its assistant turn, which comes after them.)"""
+        out: list[dict[str, Any]] = []
         if system_prompt:
             out.append({"role": "system", "content": system_prompt})
-        for t in self.turns:
-            content = t.text + INTERRUPTED_MARKER if t.interrupted else t.text
-            out.append({"role": t.role, "content": content})
+        turns = self.turns
+        i = 0
+        while i < len(turns):
+            t = turns[i]
+            if t.tool is None:
+                content = t.text + INTERRUPTED_MARKER if t.interrupted else t.text
+                out.append({"role": t.role, "content": content})
+                i += 1
+                continue
+            j = i
+            while j < len(turns) and turns[j].tool is not None and turns[j].response == t.response:
+                j += 1
+            out.append(tool_calls_message("", [u.tool for u in turns[i:j] if u.tool is not None]))
+            out += [tool_result_message(u.tool, u.text) for u in turns[i:j] if u.tool is not None]
+            i = j
         return out
 
     def to_json(self) -> list[dict[str, Any]]:
         return [t.to_json() for t in self.turns]
+
+
+def tool_calls_message(content: str, calls: list[ToolUse]) -> dict[str, Any]:
+    """The assistant's message that made ``calls`` (OpenAI's shape, which chat templates take)."""
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+            for c in calls
+        ],
+    }
+
+
+def tool_result_message(call: ToolUse, result: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.call_id, "name": call.name, "content": result}

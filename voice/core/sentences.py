@@ -95,6 +95,9 @@ _LINE_MARKUP = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+|>[ \t]*|[-*+][ \t]+)")
 _LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 _WHITESPACE = re.compile(r"\s+")
+# A tool call written out as text (a model asked without tools that calls one all the same, in its
+# template's format): never spoken. From its opening to its end, or to the chunk's end.
+_CALL_TEXT = re.compile(r'</?tool_call>|\{\s*"name"\s*:.*?(?:\}\s*\}|$)', re.S)
 
 
 def speakable(raw: str, at_line_start: bool = True) -> str:
@@ -106,6 +109,7 @@ def speakable(raw: str, at_line_start: bool = True) -> str:
     # A NUL stands for "the text goes on before this point" without being a
     # line start or a word character; it is removed again below.
     text = ("\n" if at_line_start else "\0") + raw
+    text = _CALL_TEXT.sub("", text)
     text = _LINE_MARKUP.sub("", text)
     text = _LINK.sub(r"\1", text)
     text = text.replace("*", "").replace("`", "").replace("~~", "")

@@ -53,12 +53,14 @@ class _Building:
     name: str = ""
     arguments: list[str] = field(default_factory=list)
 
-    def call(self) -> ToolCall:
-        return ToolCall(self.index, self.id or f"call_{self.index}", self.name, "".join(self.arguments))
+    def call(self, id_prefix: str) -> ToolCall:
+        return ToolCall(self.index, self.id or f"{id_prefix}{self.index}", self.name, "".join(self.arguments))
 
 
 class ToolCallStream:
-    def __init__(self) -> None:
+    def __init__(self, id_prefix: str = "call_") -> None:
+        """``id_prefix``: a call the stream gives no id is named by it and its index."""
+        self.id_prefix = id_prefix
         self._building: _Building | None = None
         self._completed = -1  # every call up to this index has been released
         self.discarded = False
@@ -93,7 +95,7 @@ class ToolCallStream:
 
     def discard(self) -> ToolCall | None:
         """Nothing more is released; returns the call that was still streaming (never to run)."""
-        open_call = self._building.call() if self._building is not None else None
+        open_call = self._building.call(self.id_prefix) if self._building is not None else None
         self._building = None
         self.discarded = True
         return open_call
@@ -105,7 +107,7 @@ class ToolCallStream:
 
     def _release(self) -> ToolCall:
         assert self._building is not None
-        call = self._building.call()
+        call = self._building.call(self.id_prefix)
         self._completed = call.index
         self._building = None
         return call

@@ -71,6 +71,19 @@ pause or cut it. Then:
 At most one speculative reply per session, and only while no reply is in
 flight; the budget, shared by the sessions on one set of engines, caps them
 over all sessions (past it the reply starts at the endpoint, as without).
+
+Tools. With ``tools`` (the specs offered to the model), a reply may call
+them. A call goes to its tool (``RunTool``) only once it is whole
+(:class:`~voice.core.tool_calls.ToolCallStream`), never from a speculative
+reply before its commit, never after the reply was cut. What the model said
+before its calls is spoken while they run; when a round's calls all have
+results, the model is asked again with them (``StartResponse`` of the same
+reply, its next ``round``; past ``max_tool_rounds`` without tools, so that it
+answers in words), and its answer goes on in the same reply, one ledger, one
+turn. If the tools keep it quiet for ``filler_delay_s``, ``filler`` is said,
+once a reply. A barge-in discards a call still streaming and stops the
+reply's running tools (``StopTools``: each as its policy says). Every result,
+even one that came after the cut, is a tool turn in the history.
 """
 
 from __future__ import annotations
@@ -79,6 +92,7 @@ import difflib
 import enum
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from voice.core.budget import Budget
 from voice.core.events import (
@@ -103,13 +117,16 @@ from voice.core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallEnd,
+    ToolCallStart,
     Truncate,
     TtsChunk,
     TurnEnd,
 )
-from voice.core.history import History, Turn
+from voice.core.history import History, ToolStatus, ToolUse, Turn, tool_calls_message, tool_result_message
 from voice.core.ledger import PlaybackLedger, Word
 from voice.core.sentences import SentenceGrouper
+from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
 
 
 class State(enum.Enum):
@@ -277,11 +294,32 @@ class TranscribeFinal:
 @dataclass(frozen=True)
 class StartResponse:
     """Start the LLM request of reply ``response``. ``speculative``: before the endpoint: hold back
-    the audio synthesized for it, unplayed, until ``CommitSpeculation`` (or ``DiscardSpeculation``)."""
+    the audio synthesized for it, unplayed, until ``CommitSpeculation`` (or ``DiscardSpeculation``).
+    ``tools``: the tools the model may call (None: none); ``round``: the requests of this reply
+    made before it, each answered with tool calls."""
 
     response: int
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     speculative: bool = False
+    tools: list[dict[str, Any]] | None = None
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Check ``call`` against its tool and run it; answer with :meth:`Conversation.tool_finished`
+    (a call whose tool is unknown or whose arguments do not fit is answered as an error, unrun)."""
+
+    response: int
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class StopTools:
+    """Reply ``response`` was cut: cancel its running tools whose policy says a barge-in cancels
+    them; the others finish. Each still answers with :meth:`Conversation.tool_finished`."""
+
+    response: int
 
 
 @dataclass(frozen=True)
@@ -351,6 +389,8 @@ Command = (
     | PausePlayback
     | ResumePlayback
     | CancelResponse
+    | RunTool
+    | StopTools
     | Emit
 )
 
@@ -376,10 +416,24 @@ class _Response:
     speculative: bool = False
     utterance: int = 0  # the utterance it answers
     end: float = 0.0  # where the speech its transcript heard ended
-    messages: list[dict[str, str]] = field(default_factory=list)  # what the LLM was asked
+    messages: list[dict[str, Any]] = field(default_factory=list)  # what the LLM was asked (this round)
     held: list[str] = field(default_factory=list)  # chunks not sent to synthesis yet (all but the first)
     ready: list[int] = field(default_factory=list)  # chunks whose first audio came (tts_chunk held back)
     error: str | None = None  # how generation failed (llm_done held back)
+    last_played_at: float | None = None  # when the speaker last played some of it
+    # Tools: this round's calls as they stream, those whole (in order), those run and not finished,
+    # the results (call id -> status, what the model is told), whether the round's generation ended.
+    round: int = 0
+    calls: ToolCallStream = field(default_factory=ToolCallStream)
+    round_calls: list[ToolCall] = field(default_factory=list)
+    running: set[str] = field(default_factory=set)
+    results: dict[str, tuple[ToolStatus, str]] = field(default_factory=dict)
+    round_over: bool = False
+    round_text_from: int = 0  # where this round's text begins in ``generated``
+    tools_offered: bool = False  # this round's request offered tools
+    held_calls: list[ToolCall] = field(default_factory=list)  # speculative: run at the commit
+    tools_since: float | None = None  # when the tools now running started
+    filler_said: bool = False
 
 
 @dataclass
@@ -421,14 +475,26 @@ class Conversation:
         early_final_s: float | None = 0.128,
         first_phrase_min_words: int | None = 5,
         speculation: Budget | None = None,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tool_rounds: int = 1,
+        filler: str | None = "One moment.",
+        filler_delay_s: float = 1.0,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
         speaking its answer is dropped; if not, the endpoint finds the
         transcript ready or on its way, the hangover's wait spent on the ASR.
         ``speculation``: the budget of speculative replies over all sessions
-        (None: the reply starts at the endpoint); see the module's docstring."""
+        (None: the reply starts at the endpoint); see the module's docstring.
+        ``tools``: the specs of the tools offered to the model (None: none); a reply
+        asks the model at most ``max_tool_rounds`` times with them, then once more without.
+        ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never)."""
         self.system_prompt = system_prompt
+        self.tools = tools or None
+        self.max_tool_rounds = max_tool_rounds
+        self.filler = filler
+        self.filler_delay_s = filler_delay_s
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
         self.first_phrase_min_words = first_phrase_min_words
@@ -452,6 +518,7 @@ class Conversation:
         self._transcribing: set[int] = set()
         self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
+        self._announcements: list[str] = []  # to say unasked once the floor is free (announce())
 
     @property
     def response(self) -> _Response | None:
@@ -668,19 +735,116 @@ class Conversation:
         r.generated += text
         return out + self._synthesize(r, r.grouper.feed(text))
 
+    def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
+        """A piece of a tool call the model is writing: the call goes to its tool once whole."""
+        r = self._current(response)
+        if r is None or r.round_over or not r.tools_offered:
+            return []  # (a model asked without tools that calls one all the same: not run)
+        try:
+            whole = r.calls.feed(delta)
+        except ToolCallStreamError:  # a piece out of order: the call it belongs to was run already
+            return []
+        out: list[Command] = []
+        for call in whole:
+            out += self._dispatch(r, call, t)
+        return out
+
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
         r = self._current(response)
         if r is None:
             return []
+        out: list[Command] = []
+        if error is None:
+            for call in r.calls.finish():
+                out += self._dispatch(r, call, t)
+        else:
+            r.calls.discard()  # a call the failure cut short is not whole: never run
+        if r.round_calls and error is None:
+            # The model asked for tools: the reply goes on once they answer. What it said
+            # before the calls is spoken meanwhile.
+            r.round_over = True
+            out += self._synthesize(r, r.grouper.flush())
+            return out + self._next_round(r, t)
         r.llm_done = True
         r.error = error or None
         if r.speculative:
             if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
                 return self._discard(t, "failed")
             return self._synthesize(r, r.grouper.flush())  # llm_done at the commit
-        out: list[Command] = [Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error))]
+        out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
         out += self._synthesize(r, r.grouper.flush())
         return out + self._maybe_finish(r, t)
+
+    def tool_finished(
+        self, response: int, call: ToolCall, status: ToolStatus, result: str, duration_s: float, t: float
+    ) -> list[Command]:
+        """Call ``call`` of reply ``response`` (a ``RunTool``) has its result: ``result`` is what the
+        model is told. Stored as a tool turn whatever became of the reply; if the reply is still
+        waiting for it, the model is asked again once the round's calls all have theirs."""
+        result = result.strip() or "(no result)"
+        use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3))
+        self.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
+        end = ToolCallEnd(
+            t, response=response, call_id=call.id, name=call.name, status=status, result=result, duration_s=duration_s
+        )
+        out: list[Command] = [Emit(end)]
+        r = self._current(response)
+        if r is None or call.id not in r.running:
+            return out  # a reply already cut: the result is kept, nobody waits for it
+        r.running.discard(call.id)
+        r.results[call.id] = (status, result)
+        if not r.running:
+            r.tools_since = None
+        return out + self._next_round(r, t)
+
+    def announce(self, text: str, t: float) -> list[Command]:
+        """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.
+        It is a reply like any other: it can be cut, and is stored as far as it was heard."""
+        if text.strip():
+            self._announcements.append(text.strip())
+        return self._announce_next(t)
+
+    def _announce_next(self, t: float) -> list[Command]:
+        if (
+            not self._announcements
+            or self._response is not None
+            or self._speculation is not None
+            or self.user_speaking
+            or self._transcribing
+            or self._waiting
+        ):
+            return []
+        text = self._announcements.pop(0)
+        r = self._response = self._new_response("", t)
+        r.generated, r.llm_done = text, True
+        self.state = State.THINKING
+        return [
+            Emit(ResponseStart(t, response=r.id, utterance=self._utterance, text="")),
+            Emit(LlmDone(t, response=r.id, tokens=0)),
+            *self._synthesize(r, r.grouper.feed(text) + r.grouper.flush()),
+        ]
+
+    def tick(self, t: float) -> list[Command]:
+        """Time passes (called every few tens of milliseconds): a filler if tools keep the reply
+        quiet too long; what was to be said unasked, once the floor is free."""
+        r = self._response
+        if r is None:
+            return self._announce_next(t) if self._announcements else []
+        if (
+            self.filler is None
+            or r.filler_said
+            or r.tools_since is None
+            or not r.round_over  # the model may still say something before its calls' results
+            or self._hold is not None
+            or r.chunks_done < r.chunks_requested
+            or not r.ledger.all_played
+        ):
+            return []
+        quiet_since = max(r.tools_since, r.last_played_at or r.tools_since)
+        if t - quiet_since < self.filler_delay_s - 1e-9:
+            return []
+        r.filler_said = True
+        return self._synthesize(r, [self.filler])
 
     def tts_audio(
         self, response: int, chunk: int, text: str, n_samples: int, words: list[Word], t: float, first: bool
@@ -717,6 +881,7 @@ class Conversation:
         if self._hold is None:
             self.state = State.SPEAKING
         r.ledger.advance(n_samples)
+        r.last_played_at = t + n_samples / self.output_rate
         return out + self._maybe_finish(r, t)
 
     def cancel_response(self, t: float, reason: BargeInReason = "client") -> list[Command]:
@@ -803,7 +968,10 @@ class Conversation:
         self._response_ids += 1
         phrase = self.first_phrase_min_words
         grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        return _Response(self._response_ids, text, t, grouper)
+        r = _Response(self._response_ids, text, t, grouper)
+        r.calls = ToolCallStream(id_prefix=f"call_{r.id}_0_")
+        r.tools_offered = self.tools is not None
+        return r
 
     def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
         """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
@@ -821,11 +989,12 @@ class Conversation:
         self.history.add(Turn("user", text, t_start=onset, t_end=end))
         answered = " ".join([*(w[1] for w in waiting), text])
         r = self._response = self._new_response(answered, t)
+        r.messages = messages
         self.state = State.THINKING
         return [
             *out,
             Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
-            StartResponse(r.id, messages),
+            StartResponse(r.id, messages, tools=self.tools),
             *self._hold_for_later_speech(r, utterance, t),
         ]
 
@@ -860,7 +1029,7 @@ class Conversation:
         r.speculative, r.utterance, r.end, r.messages = True, utterance, end, self._messages(text)
         return [
             Emit(SpeculativeStart(t, response=r.id, utterance=utterance, text=text)),
-            StartResponse(r.id, r.messages, speculative=True),
+            StartResponse(r.id, r.messages, speculative=True, tools=self.tools),
         ]
 
     def _commit(self, r: _Response, onset: float, end: float, t: float) -> list[Command]:
@@ -882,7 +1051,11 @@ class Conversation:
         held, r.held = r.held, []
         if r.llm_done:
             out.append(Emit(LlmDone(t, response=r.id, tokens=r.tokens, error=r.error)))
-        return out + self._synthesize(r, held) + self._maybe_finish(r, t)
+        out += self._synthesize(r, held)
+        calls, r.held_calls = r.held_calls, []
+        for call in calls:  # its calls run now that it is the reply
+            out += self._run_call(r, call, t)
+        return out + self._next_round(r, t) + self._maybe_finish(r, t)
 
     def _discard(self, t: float, reason: DiscardReason) -> list[Command]:
         """Drop the speculative reply, unheard and unstored (none: nothing to do)."""
@@ -905,6 +1078,41 @@ class Conversation:
             if r is not None and r.id == response:
                 return r
         return None
+
+    def _dispatch(self, r: _Response, call: ToolCall, t: float) -> list[Command]:
+        """``call`` is whole: it runs now, or at the commit of a speculative reply."""
+        r.round_calls.append(call)
+        if r.speculative:
+            r.held_calls.append(call)
+            return []
+        return self._run_call(r, call, t)
+
+    def _run_call(self, r: _Response, call: ToolCall, t: float) -> list[Command]:
+        r.running.add(call.id)
+        if r.tools_since is None:
+            r.tools_since = t
+        start = ToolCallStart(t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments)
+        return [Emit(start), RunTool(r.id, call)]
+
+    def _next_round(self, r: _Response, t: float) -> list[Command]:
+        """The round's generation ended with calls, and they all have results: ask the model
+        again, with them (past ``max_tool_rounds``, without tools: it must answer in words)."""
+        if r.speculative or not r.round_over or r.running:
+            return []
+        uses = [ToolUse(c.id, c.name, c.arguments, r.results[c.id][0]) for c in r.round_calls]
+        said = r.generated[r.round_text_from :].strip()
+        r.messages = [
+            *r.messages,
+            tool_calls_message(said, uses),
+            *(tool_result_message(u, r.results[u.call_id][1]) for u in uses),
+        ]
+        r.round += 1
+        r.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.round}_")
+        r.round_calls, r.results, r.round_over = [], {}, False
+        r.round_text_from = len(r.generated)
+        tools = self.tools if r.round < self.max_tool_rounds else None
+        r.tools_offered = tools is not None
+        return [StartResponse(r.id, r.messages, tools=tools, round=r.round)]
 
     def _synthesize(self, r: _Response, chunks: list[str]) -> list[Command]:
         out: list[Command] = []
@@ -941,6 +1149,7 @@ class Conversation:
         played = max(hold.played, r.ledger.played)
         heard = r.ledger.heard_text(played)
         audio_end_ms = round(played * 1000 / self.output_rate)
+        r.calls.discard()  # a call still streaming never runs
         out: list[Command] = [
             Emit(
                 BargeIn(
@@ -948,6 +1157,7 @@ class Conversation:
                 )
             ),
             CancelResponse(r.id),
+            *([StopTools(r.id)] if r.running else []),
             Emit(PlaybackStopped(t, response=r.id)),
             Emit(Truncate(t, response=r.id, audio_end_ms=audio_end_ms, text=heard)),
         ]

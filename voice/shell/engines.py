@@ -31,6 +31,9 @@ class EngineConfig:
     smart_turn: bool = True  # the end-of-turn model (Smart Turn), for --turn-detector smart-turn
     voice: str = "joe"
     llm_model: str = "smollm2-135m"
+    # vLLM's tool parser for the embedded model's calls (None: the one its name is known to need;
+    # a model without one cannot be offered tools).
+    tool_parser: str | None = None
     llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
     # More servers of the same model: two or more URLs in all (with llm_url) make an LLMPool.
     llm_urls: tuple[str, ...] = ()
@@ -49,6 +52,10 @@ class EngineConfig:
             if u and u.rstrip("/") not in urls:
                 urls.append(u.rstrip("/"))
         return urls
+
+    @property
+    def llm_tool_parser(self) -> str | None:
+        return self.tool_parser or models.TOOL_PARSERS.get(self.llm_model)
 
     def check_models(self) -> None:
         """Raise MissingModelError before anything slow is loaded."""
@@ -135,7 +142,11 @@ def make_llm(cfg: EngineConfig) -> LLM:
     from llm.vllm_engine import VLLMEngine
 
     return VLLMEngine(
-        models.llm_model_path(cfg.llm_model), cfg.cache_dir, cfg.generation, enforce_eager=not cfg.llm_compile
+        models.llm_model_path(cfg.llm_model),
+        cfg.cache_dir,
+        cfg.generation,
+        enforce_eager=not cfg.llm_compile,
+        tool_parser=cfg.llm_tool_parser,
     )
 
 

@@ -54,11 +54,14 @@ class Pump:
         self._k = 0
 
     async def run(self, stop: asyncio.Event | None = None, max_ticks: int | None = None) -> PumpStats:
-        """Until the device's input is over, ``stop`` is set or ``max_ticks`` have run."""
+        """Until the device's input is over, ``stop`` is set, ``max_ticks`` have run or the
+        session has ended (``Session.ended``: a tool hung up)."""
         session, device, stats = self.session, self.device, self.stats
         session.attach(device)
         clock = session.clock
         while (stop is None or not stop.is_set()) and (max_ticks is None or stats.ticks < max_ticks):
+            if session.ended.is_set():
+                break  # a tool ended the conversation, and its goodbye has been played
             self._k += 1
             due = self._start + self._k * device.tick_s
             await clock.sleep_until(due)
@@ -67,7 +70,7 @@ class Pump:
             if not self.tick():
                 break
             if self.settle:
-                await session.settle()
+                await session.settle(device.tick_s)
         return stats
 
     def tick(self) -> bool:

@@ -13,6 +13,15 @@ whose commands the session carries out: playback commands go to the device
 pump calls :meth:`Session.settle` after each block, so engine work takes no
 virtual time; on real time it does not, and the very same code runs
 concurrently.
+
+Tools (``tools``, issue 16) run as the core asks (``RunTool``): each call is
+checked against its tool and runs in a task of its own, which is not engine
+work: on virtual time the timeline goes on while a tool runs, at the pace of
+real time (:meth:`Session.settle`). A barge-in cancels the reply's tools whose policy says so
+(``StopTools``); the session's :class:`SessionToolContext` gives the tools the
+time, a way to speak later (a timer: due on the session's clock, checked with
+every block) and a way to end the conversation (:attr:`Session.ended` is set
+once the goodbye has been played).
 """
 
 from __future__ import annotations
@@ -22,15 +31,18 @@ import contextlib
 import functools
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
 import numpy as np
 
 from asr.echo import EchoCanceller, LinearEchoCanceller
 from asr.whisper import Transcript
-from voice.core.audio import ASR_RATE, VAD_FRAME, AudioBuffer
+from voice.core.audio import ASR_RATE, BLOCK_S, VAD_FRAME, AudioBuffer
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig, sentence_end_probability
 from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart, speech_run_start
@@ -39,6 +51,7 @@ from voice.core.hearing import Ended, Heard, Hearing, PartialDue, SpeechContinue
 from voice.core.history import History
 from voice.core.partials import PartialConfig, PartialPolicy
 from voice.core.playout import Playout
+from voice.core.tool_calls import ToolCallDelta
 from voice.core.turns import (
     BargeInPolicy,
     CancelResponse,
@@ -50,13 +63,16 @@ from voice.core.turns import (
     Emit,
     PausePlayback,
     ResumePlayback,
+    RunTool,
     StartResponse,
+    StopTools,
     Synthesize,
     TranscribeFinal,
 )
 from voice.shell.clock import Clock
 from voice.shell.device import AudioDevice, UncontrolledSpeaker
 from voice.shell.engines import Engines
+from voice.tools import Tool, ToolResult, Tools
 
 log = logging.getLogger("voice.session")
 
@@ -101,6 +117,33 @@ class SessionConfig:
     # Start the reply on the early final, before the endpoint, unheard until the endpoint confirms
     # its transcript (Engines.speculation_budget caps them over all sessions); needs early_final_s.
     speculate: bool = True
+    # Tools (when the session is given some): how many times one reply may ask the model with
+    # them before it must answer in words, and what is said once when they keep it quiet.
+    # One: Qwen2.5-Coder-0.5B, offered the tools again with a result, calls again (an empty
+    # call, or end_conversation) instead of answering; a larger model may chain calls with more.
+    max_tool_rounds: int = 1
+    filler: str | None = "One moment."
+    filler_delay_s: float = 1.0
+
+
+class SessionToolContext:
+    """What the session's tools may ask of it (:class:`voice.tools.ToolContext`)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = weakref.ref(session)  # not a cycle: a closed session is freed at once
+
+    def now(self) -> datetime:
+        return datetime.now().astimezone()
+
+    def say_later(self, delay_s: float, text: str) -> None:
+        session = self._session()
+        if session is not None:
+            session.say_later(delay_s, text)
+
+    def end_conversation(self) -> None:
+        session = self._session()
+        if session is not None:
+            session.end_after_reply()
 
 
 class Session:
@@ -112,13 +155,15 @@ class Session:
         on_event: EventSink | None = None,
         history: History | None = None,
         lockstep: bool = False,
+        tools: Tools | None = None,
     ) -> None:
         """``clock``: the session's timeline, which starts with the device's first audio.
         ``lockstep=True`` is for virtual time: engine work is taken as instant, so each
         stage finishes what it was given before the stage upstream goes on (a chunk is
         synthesized before the next LLM delta is read). The order of events then no
-        longer depends on the machine."""
+        longer depends on the machine. ``tools``: what the model may call (None: nothing)."""
         self.engines = engines
+        self.tools = tools if tools else None
         self.clock = clock
         self.config = config or SessionConfig()
         self.output_rate = engines.output_rate
@@ -131,6 +176,10 @@ class Session:
             self.config.early_final_s,
             self.config.first_phrase_min_words,
             engines.speculation_budget if self.config.speculate else None,
+            tools=self.tools.specs() if self.tools else None,
+            max_tool_rounds=self.config.max_tool_rounds,
+            filler=self.config.filler,
+            filler_delay_s=self.config.filler_delay_s,
         )
         cfg = self.config
         if cfg.end_of_turn is not None and engines.smart_turn is None:
@@ -168,6 +217,11 @@ class Session:
         self._idle = asyncio.Event()
         self._idle.set()
         self.errors: list[str] = []
+        self._tool_tasks: dict[str, tuple[int, Tool, asyncio.Task]] = {}  # call id -> reply, tool, task
+        self._tool_context = SessionToolContext(self)
+        self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
+        self._ending = False  # a tool ended the conversation: over once the reply has been played
+        self.ended = asyncio.Event()
 
     @property
     def history(self) -> History:
@@ -202,6 +256,30 @@ class Session:
         self._audio.append(asr)
         for heard in self._hearing.push(block, raw, far, playing=self._playout.queued > 0):
             self._heard(heard)
+        self._tick()
+
+    def _tick(self) -> None:
+        """Once a block: timers due, the filler while tools run, the end a tool asked for."""
+        now = self.clock.now()
+        while self._alarms and self._alarms[0][0] <= now:
+            _, text = self._alarms.pop(0)
+            self._run(self.conversation.announce(text, now))
+        self._run(self.conversation.tick(now))
+        self._check_ended()
+
+    def _check_ended(self) -> None:
+        c = self.conversation
+        if self._ending and c.response is None and not self._playout.queued and not c.user_speaking:
+            self.ended.set()
+
+    def say_later(self, delay_s: float, text: str) -> None:
+        """Say ``text`` ``delay_s`` seconds from now on the session's clock (a timer going off)."""
+        self._alarms.append((self.clock.now() + delay_s, text))
+        self._alarms.sort(key=lambda a: a[0])
+
+    def end_after_reply(self) -> None:
+        """End the conversation once the reply in flight has been played: :attr:`ended` is set then."""
+        self._ending = True
 
     def _heard(self, heard: Heard) -> None:
         """What the hearing front end reported, to the core (or to the engines)."""
@@ -240,6 +318,7 @@ class Session:
         # A late report of a reply already cut counts for nothing.
         if n_samples > 0 and r is not None and r.id == response:
             self._run(self.conversation.played(n_samples, self.clock.now()))
+            self._check_ended()
 
     def cancel_response(self, reason: str = "client") -> None:
         """Stop the reply in flight now, cut at what was played (a stop button; Realtime's response.cancel)."""
@@ -260,15 +339,24 @@ class Session:
         c = self.conversation
         return self._busy == 0 and not self._playout.queued and c.response is None and not c.user_speaking
 
-    async def settle(self) -> None:
-        """Wait until the engines have done all the work asked of them so far."""
+    async def settle(self, tick_s: float = BLOCK_S) -> None:
+        """Wait until the engines have done all the work asked of them so far. A tool is not
+        engine work: its time is the world's. While one runs, this waits up to ``tick_s`` (the
+        pump's tick) for it, so that on virtual time the timeline runs at the pace of real
+        time meanwhile, as long as it takes, as it would for a person waiting."""
         while self._busy:
             self._idle.clear()
             await self._idle.wait()
+        if self._tool_tasks:
+            await asyncio.wait([task for _, _, task in self._tool_tasks.values()], timeout=tick_s)
 
     async def aclose(self) -> None:
-        """End the conversation: a reply in flight is stored as far as it was played, and stopped."""
+        """End the conversation: a reply in flight is stored as far as it was played, and stopped.
+        Tools that a barge-in does not cancel (a booking) are given their timeout to finish."""
         self._run(self.conversation.end(self.clock.now()))
+        running = [task for _, _, task in self._tool_tasks.values()]
+        if running:
+            await asyncio.wait(running)
         for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):
             task.cancel()
         for task in list(self._tasks) + ([self._tts_task] if self._tts_task else []):
@@ -303,6 +391,12 @@ class Session:
                 self._device.resume()
             elif isinstance(cmd, CancelResponse):
                 self._cancel(cmd.response)
+            elif isinstance(cmd, RunTool):
+                self._run_tool(cmd)
+            elif isinstance(cmd, StopTools):
+                for response, t, task in list(self._tool_tasks.values()):
+                    if response == cmd.response and t.options.cancel_on_barge_in:
+                        task.cancel()
             elif isinstance(cmd, Synthesize):
                 self._work_started()
                 self._tts_pending += 1
@@ -555,12 +649,17 @@ class Session:
     # -- LLM --------------------------------------------------------------------
 
     async def _generate(self, cmd: StartResponse) -> None:
-        request_id = f"{id(self):x}-{cmd.response}"
+        request_id = f"{id(self):x}-{cmd.response}" + (f".{cmd.round}" if cmd.round else "")
         error: str | None = None
-        stream = self.engines.llm.stream(cmd.messages, request_id)
+        tools: dict[str, Any] = {"tools": cmd.tools} if cmd.tools else {}
+        stream = self.engines.llm.stream(cmd.messages, request_id, **tools)
+        c = self.conversation
         try:
             async for delta in stream:
-                self._run(self.conversation.llm_delta(cmd.response, delta, self.clock.now()))
+                if isinstance(delta, ToolCallDelta):
+                    self._run(c.llm_tool_call(cmd.response, delta, self.clock.now()))
+                    continue
+                self._run(c.llm_delta(cmd.response, delta, self.clock.now()))
                 if self.lockstep:
                     await self._tts_idle.wait()
         except asyncio.CancelledError:
@@ -572,6 +671,31 @@ class Session:
             await stream.aclose()
             self._llm_tasks.pop(cmd.response, None)
         self._run(self.conversation.llm_done(cmd.response, self.clock.now(), error))
+
+    # -- tools --------------------------------------------------------------------
+
+    def _run_tool(self, cmd: RunTool) -> None:
+        """Check the call against its tool; run it in a task of its own, or answer why it cannot run."""
+        checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
+        if isinstance(checked, str):
+            result = f"The call was not run: {checked}."
+            self._run(self.conversation.tool_finished(cmd.response, cmd.call, "error", result, 0.0, self.clock.now()))
+            return
+        tool, arguments = checked
+        task = asyncio.get_running_loop().create_task(self._call_tool(cmd, tool, arguments))
+        self._tool_tasks[cmd.call.id] = (cmd.response, tool, task)
+
+    async def _call_tool(self, cmd: RunTool, tool: Tool, arguments: dict[str, Any]) -> None:
+        start = time.monotonic()
+        try:
+            result = await tool.run(arguments, self._tool_context)
+        except asyncio.CancelledError:  # a barge-in (StopTools), or the session closing
+            why = f"{tool.name} was cancelled: the person spoke over the reply"
+            result = ToolResult("cancelled", why, time.monotonic() - start)
+        finally:
+            self._tool_tasks.pop(cmd.call.id, None)
+        status, content, took = result.status, result.content, result.duration_s
+        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
 
     # -- TTS ----------------------------------------------------------------------
 
