@@ -274,3 +274,33 @@ def test_voice_run_prunes_the_same_way_when_it_opens_the_store(littered, caplog)
         store.close()  # waits for the writer thread, which pruned before anything else
     assert _ids(littered) == sorted([SID, OTHER])
     assert "pruned 3 sessions with no turns" in caplog.text
+
+
+def test_a_tool_turn_is_shown_and_exported_with_its_call(tmp_path):
+    from voice.core.history import ToolUse
+
+    path = tmp_path / "tools.db"
+    call = ToolUse("call_1_0_0", "set_timer", '{"minutes": 5, "label": "tea"}', "ok", 0.004)
+    with ConversationStore.open(path) as s:
+        s.create_session(SID)
+        s.add_turn(SID, Turn("user", "Set a tea timer for five minutes.", t_start=0.4, t_end=2.2))
+        s.add_turn(SID, Turn("tool", "timer set for 5 min (tea)", t_start=2.9, t_end=2.904, response=1, tool=call))
+        s.add_turn(SID, Turn("assistant", "Your tea timer is set.", t_start=3.1, t_end=4.5, response=1))
+    env = {"VOICE_DB": str(path)}
+    shown = history("show", SID[:6], env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        'tool       set_timer({"minutes": 5, "label": "tea"}) -> ok in 0.00 s: timer set for 5 min (tea)'
+        in shown.stdout
+    )
+    exported = history("export", SID[:6], "--format", "json", env=env)
+    turns = json.loads(exported.stdout)["sessions"][0]["turns"]
+    assert turns[1]["role"] == "tool" and turns[1]["tool"] == {
+        "call_id": "call_1_0_0",
+        "name": "set_timer",
+        "arguments": '{"minutes": 5, "label": "tea"}',
+        "status": "ok",
+        "duration_s": 0.004,
+    }
+    markdown = history("export", SID[:6], "--format", "md", env=env)
+    assert "**Tool**" in markdown.stdout and "`set_timer({" in markdown.stdout

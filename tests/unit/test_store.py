@@ -211,9 +211,24 @@ def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(db):
     with ConversationStore.open(db) as s:  # once is enough
         assert len(s.turns(V1_SESSION)) == 3
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(2,)]
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(3,)]
     assert "finalized_at" in [r[1] for r in conn.execute("PRAGMA table_info(turns)")]
     conn.close()
+
+
+def test_tool_turns_are_stored_and_read_back_with_their_call(store):
+    from voice.core.history import ToolUse
+
+    sid, history, recorder = open_history(store, None)
+    history.add(user("what time is it"))
+    call = ToolUse("call_1_0_0", "get_current_time", "{}", "ok", 0.012)
+    history.add(Turn("tool", "10:15", t_start=1.9, t_end=1.912, response=1, tool=call))
+    history.add(reply("It is a quarter past ten."))
+    assert recorder.flush()
+    back = store.turns(sid)
+    assert [t.role for t in back] == ["user", "tool", "assistant"]
+    assert back[1].tool == call and back[1].extra == {} and back[1].text == "10:15"
+    assert History(back).messages(None) == history.messages(None)  # resumed, the model gets the same
 
 
 def test_each_turn_is_stored_with_the_wall_clock_time_it_was_finalized(store):

@@ -27,6 +27,7 @@ a running server: a conversation going on now is never without a turn.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -119,6 +120,9 @@ def _show(session: SessionRecord, turns: list[StoredTurn]) -> str:
         head = f"{wall}  {span}  {t.role:<9}  " if wall_width else f"{span}  {t.role:<9}  "
         pad = " " * len(head)
         text = t.text
+        if t.tool is not None:
+            c = t.tool
+            text = f"{c.name}({c.arguments}) -> {c.status} in {c.duration_s:.2f} s: {t.text}"
         if t.interrupted:
             total = len((t.generated_text or "").split())
             of = f" of {total}" if total else ""
@@ -156,6 +160,8 @@ def _turn_json(s: StoredTurn) -> dict[str, Any]:
         "created_at": _iso(s.created_at),
         "finalized_at": _iso(s.finalized_at),
     }
+    if t.tool is not None:
+        d["tool"] = dataclasses.asdict(t.tool)  # call_id, name, arguments, status, duration_s
     if t.extra:
         d["extra"] = t.extra
     return d
@@ -185,13 +191,17 @@ def _markdown(session: SessionRecord, turns: list[StoredTurn]) -> str:
     day = _day(session.created_at)
     for s in turns:
         t = s.turn
-        who = "User" if t.role == "user" else "Assistant"
+        who = {"user": "User", "assistant": "Assistant"}.get(t.role, "Tool")
         when = [_span(t.t_start, t.t_end)]
         if s.finalized_at is not None:
             when.append(f"at {_wall(s.finalized_at, day)}")
         when = [w for w in when if w]
         head = f"**{who}**" + (f" ({', '.join(when)})" if when else "") + ":"
         body = _md_escape(t.text)
+        if t.tool is not None:
+            c = t.tool
+            call = f"`{c.name}({c.arguments})` → {c.status}, {c.duration_s:.2f} s"
+            body = f"{call}: {body}"
         if t.interrupted:
             body += " *[interrupted]*"
         out += [f"{head} {body}", ""]

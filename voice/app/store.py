@@ -65,6 +65,7 @@ it is for tools, tests and set-up, not for the event loop.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -82,16 +83,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voice.core.history import History, Turn
+from voice.core.history import History, ToolUse, Turn
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: turns.finalized_at
+SCHEMA_VERSION = 3  # 2: turns.finalized_at; 3: tool turns
 
 # A session with no turns is pruned once it has been left untouched this long (seconds). Sessions
 # are written with their first turn, so none open now is empty; the margin is for one that a
 # server of an earlier version (which wrote the session at connect) holds open beside this one.
 PRUNE_AFTER_S = 600.0
+
+_TURNS_TABLE = """CREATE TABLE turns (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,             -- 1, 2, ... in the session (a removed turn leaves a gap)
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+    text TEXT NOT NULL,               -- what was said, for the assistant what was heard
+    generated_text TEXT,              -- assistant: everything the LLM produced
+    interrupted INTEGER NOT NULL DEFAULT 0,
+    t_start REAL,                     -- seconds on the session's timeline
+    t_end REAL,
+    audio_s REAL,                     -- the turn's audio: speech heard, or reply played
+    response INTEGER,                 -- assistant: the reply's id in its session
+    extra TEXT,                       -- JSON object: Turn.extra, and a tool turn's call under "tool"
+    created_at REAL NOT NULL,         -- Unix time it was written
+    finalized_at REAL,                -- Unix time it was finalized, or last changed; NULL: stored by version 1
+    PRIMARY KEY (session_id, seq)
+)"""
 
 # One statement each (comments may hold semicolons).
 _SCHEMA = (
@@ -107,27 +125,19 @@ _SCHEMA = (
     system_prompt TEXT,
     meta TEXT NOT NULL DEFAULT '{}'   -- JSON object
 )""",
-    """CREATE TABLE turns (
-    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,             -- 1, 2, ... in the session (a removed turn leaves a gap)
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-    text TEXT NOT NULL,               -- what was said, for the assistant what was heard
-    generated_text TEXT,              -- assistant: everything the LLM produced
-    interrupted INTEGER NOT NULL DEFAULT 0,
-    t_start REAL,                     -- seconds on the session's timeline
-    t_end REAL,
-    audio_s REAL,                     -- the turn's audio: speech heard, or reply played
-    response INTEGER,                 -- assistant: the reply's id in its session
-    extra TEXT,                       -- JSON object: Turn.extra
-    created_at REAL NOT NULL,         -- Unix time it was written
-    finalized_at REAL,                -- Unix time it was finalized, or last changed; NULL: stored by version 1
-    PRIMARY KEY (session_id, seq)
-)""",
+    _TURNS_TABLE,
 )
 
 # From version N to N + 1: the statements, run in one transaction with the version's update.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE turns ADD COLUMN finalized_at REAL",),
+    # SQLite cannot change a CHECK: the table is made again, its rows copied (same columns, same order).
+    2: (
+        "ALTER TABLE turns RENAME TO turns_v2",
+        _TURNS_TABLE,
+        "INSERT INTO turns SELECT * FROM turns_v2",
+        "DROP TABLE turns_v2",
+    ),
 }
 
 
@@ -248,7 +258,10 @@ def _audio_s(turn: Turn) -> float | None:
 
 
 def _turn_row(turn: Turn) -> tuple[Any, ...]:
-    extra = json.dumps(turn.extra, ensure_ascii=False, default=str) if turn.extra else None
+    fields = dict(turn.extra)
+    if turn.tool is not None:
+        fields["tool"] = dataclasses.asdict(turn.tool)
+    extra = json.dumps(fields, ensure_ascii=False, default=str) if fields else None
     return (
         turn.role,
         turn.text,
@@ -269,6 +282,8 @@ _TURN_COLUMNS = (
 
 def _stored_turn(row: tuple[Any, ...]) -> StoredTurn:
     seq, role, text, generated, interrupted, t_start, t_end, audio_s, response, extra, created, finalized = row
+    fields = json.loads(extra) if extra else {}
+    call = fields.pop("tool", None) if role == "tool" else None
     turn = Turn(
         role,
         text,
@@ -277,7 +292,8 @@ def _stored_turn(row: tuple[Any, ...]) -> StoredTurn:
         generated_text=generated,
         interrupted=bool(interrupted),
         response=response,
-        extra=json.loads(extra) if extra else {},
+        extra=fields,
+        tool=ToolUse(**call) if isinstance(call, dict) else None,
     )
     return StoredTurn(seq, turn, audio_s, created, finalized)
 
