@@ -78,6 +78,23 @@ class Configure:
     echo_cancel: bool = True
     instructions: str | None = None  # a system prompt (Realtime's session.update)
     resume: str | None = None  # a stored conversation to go on with
+    # Tools the client runs itself, as the chat API takes them (None: unchanged; (): none).
+    tools: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """The client's result of its tool's call ``call_id`` (Realtime's function_call_output)."""
+
+    call_id: str
+    output: str
+
+
+@dataclass(frozen=True)
+class UserText:
+    """A turn the client typed (Realtime's user message, then response.create)."""
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -113,7 +130,7 @@ class Close:
     reason: str
 
 
-Action = Configure | AudioIn | PlayedReport | CancelReply | TruncateReply | Send | Close
+Action = Configure | AudioIn | PlayedReport | CancelReply | TruncateReply | ToolOutput | UserText | Send | Close
 
 
 def error(code: str, message: str, fatal: bool = False, t: float | None = None) -> dict[str, Any]:

@@ -4,7 +4,12 @@ Speaks enough of the Realtime API's events for its clients (the official
 ``openai`` SDK's ``client.realtime.connect``) to hold a spoken conversation
 with barge-in: audio is base64 PCM16 at 24 kHz inside JSON events, turns are
 found by our VAD (``server_vad`` semantics), and a client that stopped playing
-says how much it played with ``conversation.item.truncate``. It produces the
+says how much it played with ``conversation.item.truncate``. Client-side tools
+as the API has them: ``session.update`` with ``tools``; a call is a
+``function_call`` item of the response, which ends (``response.done``) while
+the client runs it; its ``function_call_output`` item goes back to the model
+and the reply goes on in a new response (``response.create`` is not needed,
+and harmless). A user text message item is answered at ``response.create``. It produces the
 same actions as :class:`transport.protocol.VoiceProtocol`; which events are
 supported is listed in ``docs/protocol.md``.
 """
@@ -12,6 +17,8 @@ supported is listed in ``docs/protocol.md``.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -27,7 +34,9 @@ from transport.protocol import (
     Configure,
     Limits,
     Send,
+    ToolOutput,
     TruncateReply,
+    UserText,
     failure_text,
     float_to_pcm16,
     pcm16_to_float,
@@ -37,12 +46,15 @@ from transport.wire import MAX_QUOTE, Invalid, quote, read_message
 from voice.core.events import (
     AsrFinal,
     AsrPartial,
+    AwaitingTools,
     BargeIn,
     Error,
     Event,
+    ResponseContinued,
     ResponseStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallStart,
     Truncate,
     TtsChunk,
     TurnEnd,
@@ -116,8 +128,8 @@ class SessionConfig(msgspec.Struct, frozen=True):
     output_modalities: Annotated[list[Name], msgspec.Meta(max_length=4)] | None = None
     audio: SessionAudio | None = None
     tools: Annotated[list[dict[str, Any]], msgspec.Meta(max_length=128)] | None = None
+    tool_choice: Name | dict[str, Any] | None = None  # "auto" or "none"
     # Accepted and ignored.
-    tool_choice: Name | dict[str, Any] | None = None
     max_output_tokens: int | Name | None = None
     tracing: Name | dict[str, Any] | None = None
     truncation: Name | dict[str, Any] | None = None
@@ -155,7 +167,7 @@ class ItemTruncate(ClientEvent, frozen=True):
     content_index: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
-class ItemCreate(ClientEvent, frozen=True):  # known, and answered: text input is not supported
+class ItemCreate(ClientEvent, frozen=True):  # a function_call_output, or a user's text message
     item: dict[str, Any] | None = None
     previous_item_id: Id | None = None
 
@@ -181,6 +193,8 @@ class _Reply:
     transcript: str = ""  # the chunks' texts sent so far
     cancel_reason: str = "turn_detected"  # response.done's status_details, should it be cut
     by_truncate: bool = False  # cut by the client's own conversation.item.truncate
+    calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # its function_call items
+    done: bool = False  # response.done sent: it ended with calls, the reply goes on in another
 
 
 def _first_words(text: str) -> str:
@@ -214,6 +228,10 @@ class RealtimeProtocol:
         self._last_item: str | None = None
         self._stable = ""  # the partial transcript already sent as deltas
         self._cancelling = False
+        self.tools: list[dict[str, Any]] = []  # the client's tools, as it gave them
+        self.tool_choice = "auto"
+        self._typed: list[str] = []  # user text items not answered yet (until response.create)
+        self._items = 0
 
     # -- helpers -------------------------------------------------------------
 
@@ -247,6 +265,8 @@ class RealtimeProtocol:
             "output_modalities": ["audio"],
             # Not echoed whole: a client's text is not sent back to it (issue 14); it knows what it sent.
             "instructions": _first_words(self.instructions or ""),
+            "tools": self.tools,
+            "tool_choice": self.tool_choice,
             "audio": {
                 "input": {
                     "format": FORMAT,
@@ -308,10 +328,59 @@ class RealtimeProtocol:
             case ResponseCancel():
                 return [CancelReply()]
             case ResponseCreate():
-                return []  # replies start on their own at each endpoint
+                # Replies start on their own at each endpoint, and go on after function call outputs;
+                # typed turns wait for this.
+                typed, self._typed = self._typed, []
+                return [UserText(" ".join(typed))] if typed else []
             case ItemTruncate():
                 return self._truncate(event)
+            case ItemCreate():
+                return self._item_create(event)
         return self._refuse(event, "unsupported", "only spoken input is supported (input_audio_buffer.append)")
+
+    def _item_create(self, m: ItemCreate) -> list[Action]:
+        """A function call's output, or a text message of the user's: both go into the conversation."""
+        item = m.item or {}
+        kind = item.get("type")
+        if kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str) or not isinstance(output, str):
+                return self._refuse(
+                    m, "invalid_value", "a function_call_output needs call_id and output strings", "item"
+                )
+            added = {"id": self._item_id(item), "object": "realtime.item", "type": "function_call_output",
+                     "call_id": call_id, "output": output, "status": "completed"}  # fmt: skip
+            return [ToolOutput(call_id, output), *self._added(added)]
+        if kind == "message" and item.get("role") == "user":
+            content = item.get("content")
+            parts = content if isinstance(content, list) else []
+            texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "input_text"]
+            if not texts or not all(isinstance(t, str) for t in texts) or len(texts) != len(parts):
+                said = "a user message item's content is input_text parts (audio is streamed)"
+                return self._refuse(m, "unsupported", said, "item.content")
+            text = " ".join(texts).strip()
+            if not text:
+                return self._refuse(m, "invalid_value", "the message has no text", "item.content")
+            self._typed.append(text)
+            added = {"id": self._item_id(item), "object": "realtime.item", "type": "message", "role": "user",
+                     "status": "completed", "content": [{"type": "input_text", "text": text}]}  # fmt: skip
+            return self._added(added)
+        said = "conversation.item.create takes a function_call_output or a user message"
+        return self._refuse(m, "unsupported", said, "item.type")
+
+    def _item_id(self, item: dict[str, Any]) -> str:
+        given = item.get("id")
+        if isinstance(given, str) and 0 < len(given) <= 64:
+            return given
+        self._items += 1
+        return f"item_c{self._items}_{self.session_id[:8]}"
+
+    def _added(self, item: dict[str, Any]) -> list[Action]:
+        previous, self._last_item = self._last_item, item["id"]
+        return [
+            self._event("conversation.item.added", previous_item_id=previous, item=item),
+            self._event("conversation.item.done", previous_item_id=previous, item=item),
+        ]
 
     def _refuse(self, event: ClientEvent, code: str, message: str, param: str | None = None) -> list[Action]:
         return self.error(code, message, param=param, event_id=event.event_id)
@@ -325,8 +394,15 @@ class RealtimeProtocol:
         if session.output_modalities is not None and session.output_modalities != ["audio"]:
             said = "output_modalities is ['audio']: replies are spoken"
             return self._refuse(m, "unsupported", said, "session.output_modalities")
-        if session.tools:
-            return self._refuse(m, "unsupported", "function calls are not supported", "session.tools")
+        choice = session.tool_choice
+        if choice is not None and choice not in ("auto", "none"):
+            said = "tool_choice is 'auto' or 'none' (the model decides whether to call)"
+            return self._refuse(m, "unsupported", said, "session.tool_choice")
+        specs = None
+        if session.tools is not None:
+            specs = _function_specs(session.tools)
+            if isinstance(specs, str):
+                return self._refuse(m, "invalid_value", specs, "session.tools")
         audio = session.audio or SessionAudio()
         for side, cfg in (("input", audio.input), ("output", audio.output)):
             fmt = cfg.format if cfg is not None else None
@@ -352,7 +428,17 @@ class RealtimeProtocol:
             )
         if session.instructions is not None:
             self.instructions = session.instructions
-        configure = Configure(RATE, acks=False, lead_s=self.limits.lead_s, instructions=session.instructions)
+        tools = None
+        if specs is not None or choice is not None:
+            if session.tools is not None:
+                self.tools = list(session.tools)
+            if choice is not None:
+                self.tool_choice = choice
+            offered = _function_specs(self.tools) if self.tool_choice == "auto" else []
+            tools = tuple(offered) if isinstance(offered, list) else ()
+        configure = Configure(
+            RATE, acks=False, lead_s=self.limits.lead_s, instructions=session.instructions, tools=tools
+        )
         return [configure, self._event("session.updated", session=self._session())]
 
     def _truncate(self, m: ItemTruncate) -> list[Action]:
@@ -443,8 +529,11 @@ class RealtimeProtocol:
         ]
 
     def _on_response_start(self, e: ResponseStart) -> list[Send]:
-        n = e.response
-        r = _Reply(f"resp_{n}_{self.session_id[:8]}", f"item_a{n}_{self.session_id[:8]}")
+        return self._open(e.response, str(e.response))
+
+    def _open(self, n: int, name: str) -> list[Send]:
+        """A Realtime response, and its assistant message, for (this part of) reply ``n``."""
+        r = _Reply(f"resp_{name}_{self.session_id[:8]}", f"item_a{name}_{self.session_id[:8]}")
         self._responses[n] = r
         while len(self._responses) > 16:
             self._responses.pop(next(iter(self._responses)))
@@ -458,6 +547,43 @@ class RealtimeProtocol:
             self._event("conversation.item.added", previous_item_id=previous, item=item),
             self._event("response.content_part.added", **self._where(r), part={"type": "audio", "transcript": ""}),
         ]
+
+    def _on_tool_call(self, e: ToolCallStart) -> list[Send]:
+        """A call of one of the client's tools (the server's own tools it does not see)."""
+        r = self._responses.get(e.response)
+        if r is None or e.name not in {t.get("name") for t in self.tools}:
+            return []
+        index = 1 + len(r.calls)  # the reply's message is output 0
+        item_id = f"item_f{e.response}_{index}_{self.session_id[:8]}"
+        item = {"id": item_id, "object": "realtime.item", "type": "function_call", "status": "in_progress",
+                "call_id": e.call_id, "name": e.name, "arguments": ""}  # fmt: skip
+        done = {**item, "status": "completed", "arguments": e.arguments}
+        r.calls.append(done)
+        where = {"response_id": r.id, "item_id": item_id, "output_index": index, "call_id": e.call_id}
+        previous, self._last_item = self._last_item, item_id
+        return [
+            self._event("response.output_item.added", response_id=r.id, output_index=index, item=item),
+            self._event("conversation.item.added", previous_item_id=previous, item=item),
+            self._event("response.function_call_arguments.delta", **where, delta=e.arguments),
+            self._event("response.function_call_arguments.done", **where, name=e.name, arguments=e.arguments),
+            self._event("response.output_item.done", response_id=r.id, output_index=index, item=done),
+            self._event("conversation.item.done", previous_item_id=previous, item=done),
+        ]
+
+    def _on_awaiting_tools(self, e: AwaitingTools) -> list[Send]:
+        """The request ended with calls: if the client has some to run, this response is done."""
+        r = self._responses.get(e.response)
+        if r is None or not r.calls or r.done:
+            return []
+        r.done = True
+        return self._finish(r, r.transcript, interrupted=False)
+
+    def _on_response_continued(self, e: ResponseContinued) -> list[Send]:
+        """The reply goes on with the results: in a new response, if the last one was done."""
+        r = self._responses.get(e.response)
+        if r is None or not r.done:
+            return []
+        return self._open(e.response, f"{e.response}r{e.round}")
 
     def _on_tts_chunk(self, e: TtsChunk) -> list[Send]:
         r = self._responses.get(e.response)
@@ -484,10 +610,13 @@ class RealtimeProtocol:
 
     def _on_turn_end(self, e: TurnEnd) -> list[Send]:
         r = self._responses.get(e.response)
-        if r is None:
+        if r is None or r.done:
             return []
-        interrupted = e.interrupted
-        transcript = e.text
+        # A reply that went on after its calls: this response has the words said since.
+        transcript = r.transcript if r.id != f"resp_{e.response}_{self.session_id[:8]}" else e.text
+        return self._finish(r, transcript, e.interrupted)
+
+    def _finish(self, r: _Reply, transcript: str, interrupted: bool) -> list[Send]:
         part = {"type": "audio", "transcript": transcript}
         status = "incomplete" if interrupted else "completed"
         item = {"id": r.item_id, "object": "realtime.item", "type": "message", "role": "assistant",
@@ -496,7 +625,7 @@ class RealtimeProtocol:
             "id": r.id,
             "object": "realtime.response",
             "status": "cancelled" if interrupted else "completed",
-            "output": [item],
+            "output": [item, *r.calls],
         }
         if interrupted:
             response["status_details"] = {"type": "cancelled", "reason": r.cancel_reason}
@@ -519,7 +648,35 @@ EVENT_HANDLERS: dict[type[Event], Callable[[RealtimeProtocol, Any], list[Send]]]
     AsrFinal: RealtimeProtocol._on_asr_final,
     ResponseStart: RealtimeProtocol._on_response_start,
     TtsChunk: RealtimeProtocol._on_tts_chunk,
+    ToolCallStart: RealtimeProtocol._on_tool_call,
+    AwaitingTools: RealtimeProtocol._on_awaiting_tools,
+    ResponseContinued: RealtimeProtocol._on_response_continued,
     BargeIn: RealtimeProtocol._on_barge_in,
     Truncate: RealtimeProtocol._on_truncate,
     TurnEnd: RealtimeProtocol._on_turn_end,
 }
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """Realtime's tools (``{"type": "function", "name", "description", "parameters"}``) as the chat
+    API takes them, or what is wrong with them."""
+    import jsonschema
+
+    specs = []
+    for i, t in enumerate(tools):
+        name = t.get("name")
+        if t.get("type", "function") != "function":
+            return f"tools[{i}]: only function tools are supported, not {quote(str(t.get('type')))}"
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            return f"tools[{i}]: a function's name is 1-64 letters, digits, _ or -"
+        parameters = t.get("parameters") or {"type": "object", "properties": {}}
+        try:
+            jsonschema.Draft202012Validator.check_schema(parameters)
+        except jsonschema.SchemaError as e:
+            return f"tools[{i}] ({name}): parameters is not a JSON schema ({e.message})"
+        function = {"name": name, "description": str(t.get("description") or ""), "parameters": parameters}
+        specs.append({"type": "function", "function": function})
+    return specs

@@ -48,9 +48,12 @@ from transport.protocol import (
     Limits,
     PlayedReport,
     Send,
+    ToolOutput,
     TruncateReply,
+    UserText,
     VoiceProtocol,
 )
+from transport.wire import quote
 from voice.core.audio import ASR_RATE
 from voice.core.events import Event
 from voice.core.history import History
@@ -479,6 +482,15 @@ class Connection:
                 if self.session is not None:
                     text = self.session.truncate_response(action.response, action.audio_end_ms)
                     self._apply_now(self.dialect.truncated(action, text))
+            elif isinstance(action, ToolOutput):
+                if self.session is None or not self.session.client_tool_output(action.call_id, action.output):
+                    said = f"no call {quote(action.call_id)} of the client's tools is waiting for its output"
+                    self._send_error("unknown_call", said)
+            elif isinstance(action, UserText):
+                if self.session is None:
+                    self._send_error("not_ready", "the session is not configured yet")
+                else:
+                    self.session.user_text(action.text)
             elif isinstance(action, Close):
                 await self._close(action.code, action.reason)
 
@@ -491,6 +503,8 @@ class Connection:
         if self.session is not None:  # a later session.update: what may change mid-session
             if cfg.instructions is not None:
                 self.session.conversation.system_prompt = cfg.instructions
+            if cfg.tools is not None:
+                self.session.set_client_tools(list(cfg.tools))
             return
         session_cfg = self.server.config.session
         session_cfg = dataclasses.replace(session_cfg, echo_cancel=session_cfg.echo_cancel and cfg.echo_cancel)
@@ -522,6 +536,8 @@ class Connection:
         self.clock = MonotonicClock()  # restarted at the first audio (the pump): the session's timeline
         tools = self.server.config.tools
         self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history, tools=tools)
+        if cfg.tools:
+            self.session.set_client_tools(list(cfg.tools))
         self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
         self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
         self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)

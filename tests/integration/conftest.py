@@ -18,6 +18,7 @@ from voice.core.events import Event, event_from_json
 from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import EngineConfig, Engines, load_engines
 from voice.shell.session import Session, SessionConfig
+from voice.tools import Tools
 
 E = TypeVar("E", bound=Event)
 
@@ -27,6 +28,24 @@ async def engines() -> Engines:
     eng = await asyncio.to_thread(load_engines, EngineConfig())
     yield eng
     await eng.aclose()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def qwen(tmp_path_factory):
+    """The model that can call tools (Qwen2.5-Coder-0.5B-Instruct), embedded, loaded once."""
+    from llm.base import GenerationConfig
+    from llm.vllm_engine import VLLMEngine
+    from voice.shell.models import TOOL_PARSERS, llm_model_path
+
+    engine = await asyncio.to_thread(
+        VLLMEngine,
+        llm_model_path("qwen2.5-coder-0.5b"),
+        tmp_path_factory.mktemp("vllm-qwen"),
+        GenerationConfig(max_tokens=64),
+        tool_parser=TOOL_PARSERS["qwen2.5-coder-0.5b"],
+    )
+    yield engine
+    await engine.close()
 
 
 @dataclass
@@ -45,13 +64,17 @@ class Run:
 
 
 async def run_replay(
-    engines: Engines, audio: np.ndarray | Path, fast: bool = True, config: SessionConfig | None = None
+    engines: Engines,
+    audio: np.ndarray | Path,
+    fast: bool = True,
+    config: SessionConfig | None = None,
+    tools: Tools | None = None,
 ) -> Run:
     if isinstance(audio, Path):
         audio = load_audio(audio)
     events: list[Event] = []
     clock = VirtualClock() if fast else MonotonicClock()
-    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
+    session = Session(engines, clock, config, on_event=events.append, lockstep=fast, tools=tools)
     try:
         result = await replay(session, audio, settle=fast)
     finally:

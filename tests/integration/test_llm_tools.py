@@ -6,11 +6,9 @@ the registered tools before anything runs."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 import pytest
-import pytest_asyncio
 
 from llm.base import GenerationConfig
 from llm.openai_http import OpenAIChatClient
@@ -28,21 +26,6 @@ TOOLS = load_tools(["builtin"])
 
 def ask(text: str) -> list[dict[str, str]]:
     return [SYSTEM, {"role": "user", "content": text}]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def qwen(tmp_path_factory):
-    from llm.vllm_engine import VLLMEngine
-
-    engine = await asyncio.to_thread(
-        VLLMEngine,
-        llm_model_path(MODEL),
-        tmp_path_factory.mktemp("vllm-qwen"),
-        GenerationConfig(max_tokens=64),
-        tool_parser=TOOL_PARSERS[MODEL],
-    )
-    yield engine
-    await engine.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from voice.core.events import (
     EVENTS,
     AsrFinal,
     AsrPartial,
+    AwaitingTools,
     Backchannel,
     BargeIn,
     EndOfTurnCheck,
@@ -32,12 +33,14 @@ from voice.core.events import (
     PlaybackResumed,
     PlaybackStart,
     PlaybackStopped,
+    ResponseContinued,
     ResponseStart,
     SpeculativeCommit,
     SpeculativeDiscard,
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallStart,
     Truncate,
     TtsCancelled,
     TtsChunk,
@@ -215,6 +218,8 @@ def test_ws_tells_the_client_of_every_event_but_the_servers_own():
         EndOfTurnText,
         LlmCancelled,
         TtsCancelled,
+        AwaitingTools,
+        ResponseContinued,
     }
     assert told | own == set(EVENTS.values()) and not told & own
 
@@ -480,4 +485,7 @@ def test_rt_handles_exactly_the_events_it_has_a_counterpart_for():
         BargeIn,
         Truncate,
         TurnEnd,
+        ToolCallStart,  # of the client's own tools: function_call items
+        AwaitingTools,
+        ResponseContinued,
     }

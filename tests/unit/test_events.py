@@ -12,6 +12,7 @@ from voice.core.events import (
     EVENTS,
     AsrFinal,
     AsrPartial,
+    AwaitingTools,
     Backchannel,
     BargeIn,
     EndOfTurnCheck,
@@ -28,6 +29,7 @@ from voice.core.events import (
     PlaybackResumed,
     PlaybackStart,
     PlaybackStopped,
+    ResponseContinued,
     ResponseStart,
     SpeculativeCommit,
     SpeculativeDiscard,
@@ -203,6 +205,14 @@ WIRE: list[tuple[Event, str]] = [
         ' "result": "set", "duration_s": 0.3}',
     ),
     (
+        AwaitingTools(2.2, response=1, calls=1),
+        '{"t": 2.2, "type": "awaiting_tools", "response": 1, "calls": 1}',
+    ),
+    (
+        ResponseContinued(2.4, response=1, round=1),
+        '{"t": 2.4, "type": "response_continued", "response": 1, "round": 1}',
+    ),
+    (
         Error(1.00004, where="tts", message="boom"),
         '{"t": 1.0, "type": "error", "where": "tts", "message": "boom"}',
     ),
@@ -229,7 +239,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 28
+    assert len(EVENTS) == 30
 
 
 def test_numbers_are_rounded_when_the_event_is_made():

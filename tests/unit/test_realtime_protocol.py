@@ -17,9 +17,9 @@ import struct
 import numpy as np
 import pytest
 
-from transport.protocol import AudioIn, CancelReply, Configure, Limits, Send, TruncateReply
+from transport.protocol import AudioIn, CancelReply, Configure, Limits, Send, ToolOutput, TruncateReply, UserText
 from transport.realtime import RealtimeProtocol
-from voice.core.events import ResponseStart
+from voice.core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallStart
 
 SID = "0123456789abcdef"  # item and response ids carry its first 8 characters
 SESSION = {
@@ -29,6 +29,8 @@ SESSION = {
     "model": "voice-pipeline",
     "output_modalities": ["audio"],
     "instructions": "",
+    "tools": [],
+    "tool_choice": "auto",
     "audio": {
         "input": {
             "format": {"type": "audio/pcm", "rate": 24000},
@@ -226,10 +228,29 @@ def test_an_error_names_the_client_event_it_answers(proto):
     assert error["event_id"] == "event_1"  # the error's own id, as for every server event
 
 
-def test_text_input_items_are_unsupported(proto):
-    text = json.dumps({"type": "conversation.item.create", "item": {"type": "message", "role": "user"}})
-    message = "only spoken input is supported (input_audio_buffer.append)"
-    assert sent(proto.receive_text(text)) == [err("unsupported", message, 1)]
+def test_a_user_text_message_is_added_and_answered_at_response_create(proto):
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What time is it?"}]}
+    added, done = sent(proto.receive_text(json.dumps({"type": "conversation.item.create", "item": item})), ids=False)
+    assert added["type"] == "conversation.item.added" and done["type"] == "conversation.item.done"
+    assert done["item"]["content"] == [{"type": "input_text", "text": "What time is it?"}]
+    assert proto.receive_text('{"type": "response.create"}') == [UserText("What time is it?")]
+    assert proto.receive_text('{"type": "response.create"}') == []  # answered once
+
+
+def test_other_items_are_unsupported(proto):
+    item = {"type": "message", "role": "user", "content": [{"type": "input_audio", "audio": ""}]}
+    (error,) = sent(proto.receive_text(json.dumps({"type": "conversation.item.create", "item": item})), ids=False)
+    assert (error["error"]["code"], error["error"]["param"]) == ("unsupported", "item.content")
+    text = json.dumps({"type": "conversation.item.create", "item": {"type": "message", "role": "assistant"}})
+    (error,) = sent(proto.receive_text(text), ids=False)
+    assert error["error"]["param"] == "item.type"
+
+
+def test_a_function_call_output_goes_to_the_session(proto):
+    item = {"type": "function_call_output", "call_id": "call_1_0_0", "output": '{"time": "10:15"}'}
+    out = sent(proto.receive_text(json.dumps({"type": "conversation.item.create", "item": item})), ids=False)
+    assert out[0] == ToolOutput("call_1_0_0", '{"time": "10:15"}')
+    assert [e["type"] for e in out[1:]] == ["conversation.item.added", "conversation.item.done"]
 
 
 def test_response_create_is_accepted_and_ignored(proto):
@@ -478,11 +499,58 @@ def test_session_update_other_output_modalities_are_unsupported(proto, modalitie
     ]
 
 
-def test_session_update_tools_are_unsupported(proto):
-    tools = [{"type": "function", "name": "get_time", "parameters": {"type": "object"}}]
-    (error,) = sent(proto.receive_text(update(tools=tools)), ids=False)
-    assert error["error"]["code"] == "unsupported"
-    assert error["error"]["param"] == "session.tools"
+TOOLS = [{"type": "function", "name": "get_time", "description": "Now.", "parameters": {"type": "object"}}]
+SPECS = (
+    {"type": "function", "function": {"name": "get_time", "description": "Now.", "parameters": {"type": "object"}}},
+)
+
+
+def test_session_update_tools_are_offered_to_the_model(proto):
+    configure, updated = sent(proto.receive_text(update(tools=TOOLS)), ids=False)
+    assert configure.tools == SPECS
+    assert updated["session"]["tools"] == TOOLS and updated["session"]["tool_choice"] == "auto"
+    configure, _ = sent(proto.receive_text(update(tool_choice="none")), ids=False)
+    assert configure.tools == ()  # kept, not offered
+    configure, _ = sent(proto.receive_text(update(instructions="Be brief.")), ids=False)
+    assert configure.tools is None  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"tools": [{"type": "mcp", "server_label": "x"}]}, "session.tools"),
+        ({"tools": [{"type": "function", "name": "get time"}]}, "session.tools"),
+        ({"tools": [{"type": "function", "name": "f", "parameters": {"type": 7}}]}, "session.tools"),
+        ({"tool_choice": "required"}, "session.tool_choice"),
+    ],
+    ids=["mcp", "name", "schema", "required"],
+)
+def test_session_update_tools_it_cannot_offer_are_refused(proto, fields, param):
+    (error,) = sent(proto.receive_text(update(**fields)), ids=False)
+    assert error["error"]["param"] == param
+
+
+def test_a_call_of_a_client_tool_is_a_function_call_item_and_ends_the_response(proto):
+    proto.receive_text(update(tools=TOOLS))
+    open_response(proto, 1)
+    call = ToolCallStart(1.0, response=1, call_id="call_1_0_0", name="get_time", arguments="{}")
+    kinds = [e["type"] for e in sent(proto.event(call))]
+    assert kinds == [
+        "response.output_item.added",
+        "conversation.item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "conversation.item.done",
+    ]
+    done = sent(proto.event(AwaitingTools(1.1, response=1, calls=1)))[-1]
+    assert done["type"] == "response.done" and done["response"]["status"] == "completed"
+    assert done["response"]["output"][1]["call_id"] == "call_1_0_0"
+    created = sent(proto.event(ResponseContinued(2.0, response=1, round=1)))[0]
+    assert created["type"] == "response.created" and created["response"]["id"] != done["response"]["id"]
+    # The server's own tools are its business: no item for them.
+    own = ToolCallStart(1.0, response=1, call_id="call_1_0_1", name="calculate", arguments="{}")
+    assert proto.event(own) == []
 
 
 @pytest.mark.parametrize(
@@ -499,7 +567,7 @@ def test_session_update_tools_are_unsupported(proto):
         ({"audio": {"input": {"noise_reduction": {"type": 1}}}}, "session.audio.input.noise_reduction.type"),
         ({"audio": {"output": {"voice": {"name": "alloy"}}}}, "session.audio.output.voice"),
         ({"audio": {"output": {"speed": "fast"}}}, "session.audio.output.speed"),
-        ({"tools": {"type": "function"}}, "session.tools"),
+        ({"tools": {"type": "function"}}, "session.tools"),  # a list
         ({"include": "item.input_audio_transcription.logprobs"}, "session.include"),
     ],
     ids=["model", "modalities", "max-tokens", "threshold", "create-response", "transcription", "noise", "voice",

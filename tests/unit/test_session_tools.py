@@ -137,3 +137,58 @@ async def test_a_timer_speaks_when_it_goes_off_and_end_conversation_ends_the_ses
     said = [e.text for e in kinds(events, TtsChunk)]
     assert said == ["Timer set.", "Your tea timer is done.", "Bye."]
     assert session.ended.is_set()
+
+
+CLIENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "look_up_order",
+        "description": "The state of an order.",
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},
+    },
+}
+
+
+async def test_a_client_tool_waits_for_the_clients_output_and_the_reply_goes_on_with_it():
+    replies = [[call("look_up_order", '{"order": "A1"}')], "It has shipped."]
+    session, llm, events = make(replies, Tools())
+    session.set_client_tools([CLIENT_TOOL])
+
+    async def client() -> None:  # answers the call as a Realtime client would, once it sees it
+        while not kinds(events, ToolCallStart):
+            await asyncio.sleep(0.01)
+        assert session.client_tool_output("c0", "shipped on Monday")
+        assert not session.client_tool_output("c0", "again")  # answered once
+
+    answering = asyncio.ensure_future(client())
+    await run(session, QUESTION, tail_s=10)
+    await answering
+    assert llm.tools[0] == [CLIENT_TOOL]
+    (ended,) = kinds(events, ToolCallEnd)
+    assert (ended.status, ended.result) == ("ok", "shipped on Monday")
+    assert llm.requests[1][-1]["content"] == "shipped on Monday"
+    assert session.history.turns[-1].text == "It has shipped."
+
+
+async def test_a_client_tool_call_that_does_not_fit_its_schema_is_refused():
+    session, _llm, events = make([[call("look_up_order", '{"order": 7}')], "Sorry."], Tools())
+    session.set_client_tools([CLIENT_TOOL])
+    await run(session, QUESTION)
+    (ended,) = kinds(events, ToolCallEnd)
+    assert ended.status == "error" and "order" in ended.result
+
+
+async def test_a_typed_turn_is_answered_like_a_spoken_one():
+    session, _llm, _events = make(["Hello there."], Tools())
+
+    async def type_it() -> None:
+        await asyncio.sleep(0)
+        session.user_text("Hi, who are you?")
+
+    typing = asyncio.ensure_future(type_it())
+    await run(session, silence(2.0), tail_s=10)
+    await typing
+    assert [(t.role, t.text) for t in session.history.turns] == [
+        ("user", "Hi, who are you?"),
+        ("assistant", "Hello there."),
+    ]

@@ -279,6 +279,26 @@ class ToolCallEnd(Event):
     duration_s: float = rounded(3)
 
 
+@dataclass(frozen=True)
+class AwaitingTools(Event):
+    """The model's request ended with ``calls`` calls: the reply waits for their results (the
+    Realtime API ends a response here, and the client answers its function calls)."""
+
+    type: ClassVar[str] = "awaiting_tools"
+    response: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class ResponseContinued(Event):
+    """The model is asked again with the results of its calls: reply ``response`` goes on
+    (its request number ``round``)."""
+
+    type: ClassVar[str] = "response_continued"
+    response: int
+    round: int
+
+
 # -- speculation ---------------------------------------------------------------
 
 
@@ -421,6 +441,8 @@ EVENTS: dict[str, type[Event]] = {
         TtsChunk,
         ToolCallStart,
         ToolCallEnd,
+        AwaitingTools,
+        ResponseContinued,
         LlmDone,
         PlaybackStart,
         PlaybackEnd,

@@ -96,8 +96,9 @@ _LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 _WHITESPACE = re.compile(r"\s+")
 # A tool call written out as text (a model asked without tools that calls one all the same, in its
-# template's format): never spoken. From its opening to its end, or to the chunk's end.
-_CALL_TEXT = re.compile(r'</?tool_call>|\{\s*"name"\s*:.*?(?:\}\s*\}|$)', re.S)
+# template's format), or any JSON object a small model writes after a tool's result: never spoken.
+# From ``{"key":`` to the chunk's end.
+_CALL_TEXT = re.compile(r'</?tool_call>|\{\s*"[^"\n]*"\s*:.*', re.S)
 
 
 def speakable(raw: str, at_line_start: bool = True) -> str:

@@ -97,6 +97,7 @@ from typing import Any
 from voice.core.budget import Budget
 from voice.core.events import (
     AsrFinal,
+    AwaitingTools,
     Backchannel,
     BargeIn,
     BargeInReason,
@@ -110,6 +111,7 @@ from voice.core.events import (
     PlaybackResumed,
     PlaybackStart,
     PlaybackStopped,
+    ResponseContinued,
     ResponseStart,
     ResumeReason,
     SpeculativeCommit,
@@ -519,6 +521,7 @@ class Conversation:
         self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
         self._announcements: list[str] = []  # to say unasked once the floor is free (announce())
+        self._typed = 0  # the last typed turn's utterance number (user_text(): -1, -2, ...)
 
     @property
     def response(self) -> _Response | None:
@@ -735,6 +738,20 @@ class Conversation:
         r.generated += text
         return out + self._synthesize(r, r.grouper.feed(text))
 
+    def user_text(self, text: str, t: float) -> list[Command]:
+        """The client typed ``text`` (Realtime's user message item): a turn of the person's, answered
+        as a final transcript would be. Its utterance numbers are negative: it was not heard."""
+        text = text.strip()
+        if not text:
+            return []
+        self._typed -= 1
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=self._typed))]
+        if self._response is not None or self.user_speaking or self._transcribing:
+            self._waiting.append((self._typed, text, t, t))  # answered with the next turn
+            return out
+        out += self._discard(t, "transcript")
+        return out + self._answer(self._typed, text, t, t, t)
+
     def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
         """A piece of a tool call the model is writing: the call goes to its tool once whole."""
         r = self._current(response)
@@ -764,6 +781,7 @@ class Conversation:
             # before the calls is spoken meanwhile.
             r.round_over = True
             out += self._synthesize(r, r.grouper.flush())
+            out.append(Emit(AwaitingTools(t, response=response, calls=len(r.round_calls))))
             return out + self._next_round(r, t)
         r.llm_done = True
         r.error = error or None
@@ -1112,7 +1130,10 @@ class Conversation:
         r.round_text_from = len(r.generated)
         tools = self.tools if r.round < self.max_tool_rounds else None
         r.tools_offered = tools is not None
-        return [StartResponse(r.id, r.messages, tools=tools, round=r.round)]
+        return [
+            Emit(ResponseContinued(t, response=r.id, round=r.round)),
+            StartResponse(r.id, r.messages, tools=tools, round=r.round),
+        ]
 
     def _synthesize(self, r: _Response, chunks: list[str]) -> list[Command]:
         out: list[Command] = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import threading
 import time
@@ -122,6 +123,12 @@ class SessionConfig:
     # One: Qwen2.5-Coder-0.5B, offered the tools again with a result, calls again (an empty
     # call, or end_conversation) instead of answering; a larger model may chain calls with more.
     max_tool_rounds: int = 1
+    # Added to the system prompt when there are tools: a 0.5B model answered a tool's result
+    # with JSON ({"response_type": "text"}) or with "This response indicates that ...".
+    client_tool_timeout_s: float = 30.0  # a call the client runs (Realtime): its output within this
+    tools_prompt: str = (
+        "When a tool gives you a result, tell the person the answer in one short spoken sentence of plain words."
+    )
     filler: str | None = "One moment."
     filler_delay_s: float = 1.0
 
@@ -168,8 +175,11 @@ class Session:
         self.config = config or SessionConfig()
         self.output_rate = engines.output_rate
         self._on_event = on_event or (lambda e: None)
+        prompt = self.config.system_prompt
+        if self.tools and self.config.tools_prompt:
+            prompt = f"{prompt} {self.config.tools_prompt}" if prompt else self.config.tools_prompt
         self.conversation = Conversation(
-            self.config.system_prompt,
+            prompt,
             history,
             self.config.barge_in,
             self.output_rate,
@@ -217,7 +227,11 @@ class Session:
         self._idle = asyncio.Event()
         self._idle.set()
         self.errors: list[str] = []
-        self._tool_tasks: dict[str, tuple[int, Tool, asyncio.Task]] = {}  # call id -> reply, tool, task
+        # call id -> its reply, whether a barge-in cancels it, the task running (or awaiting) it
+        self._tool_tasks: dict[str, tuple[int, bool, asyncio.Task]] = {}
+        # Tools the client runs (Realtime's function calls): name -> its arguments' JSON schema checker.
+        self._client_tools: dict[str, Any] = {}
+        self._client_results: dict[str, asyncio.Future[str]] = {}  # call id -> the client's output
         self._tool_context = SessionToolContext(self)
         self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
         self._ending = False  # a tool ended the conversation: over once the reply has been played
@@ -354,6 +368,8 @@ class Session:
         """End the conversation: a reply in flight is stored as far as it was played, and stopped.
         Tools that a barge-in does not cancel (a booking) are given their timeout to finish."""
         self._run(self.conversation.end(self.clock.now()))
+        for call_id in list(self._client_results):  # the client is gone: nobody will answer
+            self._tool_tasks[call_id][2].cancel()
         running = [task for _, _, task in self._tool_tasks.values()]
         if running:
             await asyncio.wait(running)
@@ -394,8 +410,8 @@ class Session:
             elif isinstance(cmd, RunTool):
                 self._run_tool(cmd)
             elif isinstance(cmd, StopTools):
-                for response, t, task in list(self._tool_tasks.values()):
-                    if response == cmd.response and t.options.cancel_on_barge_in:
+                for response, cancel, task in list(self._tool_tasks.values()):
+                    if response == cmd.response and cancel:
                         task.cancel()
             elif isinstance(cmd, Synthesize):
                 self._work_started()
@@ -674,16 +690,73 @@ class Session:
 
     # -- tools --------------------------------------------------------------------
 
+    def set_client_tools(self, specs: list[dict[str, Any]]) -> None:
+        """The tools the client runs itself (``[]``: none): offered to the model beside the
+        session's own; a call of one goes to the client (a ``tool_call`` event) and waits for
+        :meth:`client_tool_output`. ``specs`` as the chat API takes them, each checked."""
+        import jsonschema
+
+        checkers = {}
+        for spec in specs:
+            function = spec["function"]
+            schema = function.get("parameters") or {"type": "object"}
+            jsonschema.Draft202012Validator.check_schema(schema)
+            checkers[function["name"]] = jsonschema.Draft202012Validator(schema)
+        self._client_tools = checkers
+        own = self.tools.specs() if self.tools else []
+        ours = [s for s in own if s["function"]["name"] not in checkers]
+        self.conversation.tools = (ours + list(specs)) or None
+
+    def client_tool_output(self, call_id: str, output: str) -> bool:
+        """The client's result of call ``call_id``; False: no call of the client's waits for it."""
+        waiting = self._client_results.pop(call_id, None)
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(output)
+        return True
+
+    def user_text(self, text: str) -> None:
+        """A turn the client typed: answered as a spoken one would be."""
+        self._run(self.conversation.user_text(text, self.clock.now()))
+
     def _run_tool(self, cmd: RunTool) -> None:
         """Check the call against its tool; run it in a task of its own, or answer why it cannot run."""
-        checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
+        loop = asyncio.get_running_loop()
+        if cmd.call.name in self._client_tools:
+            why = _schema_problem(self._client_tools[cmd.call.name], cmd.call.arguments)
+            if why is None:
+                task = loop.create_task(self._await_client(cmd))
+                self._tool_tasks[cmd.call.id] = (cmd.response, True, task)
+                return
+            checked: tuple[Tool, dict[str, Any]] | str = why
+        else:
+            checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
         if isinstance(checked, str):
             result = f"The call was not run: {checked}."
             self._run(self.conversation.tool_finished(cmd.response, cmd.call, "error", result, 0.0, self.clock.now()))
             return
         tool, arguments = checked
-        task = asyncio.get_running_loop().create_task(self._call_tool(cmd, tool, arguments))
-        self._tool_tasks[cmd.call.id] = (cmd.response, tool, task)
+        task = loop.create_task(self._call_tool(cmd, tool, arguments))
+        self._tool_tasks[cmd.call.id] = (cmd.response, tool.options.cancel_on_barge_in, task)
+
+    async def _await_client(self, cmd: RunTool) -> None:
+        """A call of the client's: its output, within ``client_tool_timeout_s``."""
+        start = time.monotonic()
+        waiting = self._client_results[cmd.call.id] = asyncio.get_running_loop().create_future()
+        timeout = self.config.client_tool_timeout_s
+        try:
+            result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), time.monotonic() - start)
+        except TimeoutError:
+            said = f"the client did not answer {cmd.call.name} within {timeout:g} s"
+            result = ToolResult("timeout", said, time.monotonic() - start)
+        except asyncio.CancelledError:
+            why = f"{cmd.call.name} was cancelled: the person spoke over the reply"
+            result = ToolResult("cancelled", why, time.monotonic() - start)
+        finally:
+            self._tool_tasks.pop(cmd.call.id, None)
+            self._client_results.pop(cmd.call.id, None)
+        status, content, took = result.status, result.content, result.duration_s
+        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
 
     async def _call_tool(self, cmd: RunTool, tool: Tool, arguments: dict[str, Any]) -> None:
         start = time.monotonic()
@@ -760,3 +833,16 @@ class Session:
         if error:
             self._error("tts", error)
         self._run(self.conversation.tts_done(cmd.response, cmd.chunk, self.clock.now()))
+
+
+def _schema_problem(checker: Any, arguments: str) -> str | None:
+    """Why ``arguments`` (JSON text) do not fit a client tool's schema (None: they do)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except json.JSONDecodeError as e:
+        return f"the arguments are not valid JSON ({e.msg} at character {e.pos})"
+    error = next(iter(checker.iter_errors(value)), None)
+    if error is None:
+        return None
+    where = ".".join(map(str, error.absolute_path)) or "arguments"
+    return f"the arguments do not fit the tool's parameters ({where}: {error.message})"

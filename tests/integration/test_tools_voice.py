@@ -1,0 +1,152 @@
+"""Tools in the voice loop on the real engines: requests spoken by piper, heard by Silero and
+Whisper, answered by the tool-capable model (Qwen2.5-Coder-0.5B) with the built-in tools or a
+tools file, spoken by piper. On virtual time, except where a barge-in must land while the
+model is still writing its call."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from tests.integration.conftest import run_replay
+from tts.piper_tts import PiperTTS
+from voice.core.audio import ASR_RATE
+from voice.core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
+from voice.core.tool_calls import ToolCallDelta
+from voice.shell import models
+from voice.shell.engines import Engines
+from voice.shell.session import SessionConfig
+from voice.tools import Tools, load_tools, tool
+
+pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
+
+CONFIG = SessionConfig(speculate=False)
+
+
+@pytest.fixture(scope="module")
+def say():
+    tts = PiperTTS(models.voice_path("joe"), ASR_RATE)
+
+    def speak(*texts_and_pauses: str | float) -> np.ndarray:
+        """Piper speaking the texts, with the pauses (seconds) between them, at a person's level."""
+        parts = [np.zeros(ASR_RATE // 2, dtype=np.float32)]
+        for item in texts_and_pauses:
+            if isinstance(item, float | int):
+                parts.append(np.zeros(round(item * ASR_RATE), dtype=np.float32))
+            else:
+                parts += [0.5 * p.audio for p in tts.synthesize(item)]
+        parts.append(np.zeros(ASR_RATE, dtype=np.float32))
+        return np.concatenate(parts).astype(np.float32)
+
+    return speak
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def with_qwen(engines, qwen) -> Engines:
+    return dataclasses.replace(engines, llm=qwen)  # the shared engines, the model that calls tools
+
+
+def spoken(run) -> str:
+    return " ".join(e.text for e in run.of(TtsChunk))
+
+
+async def test_a_spoken_request_for_the_time_calls_the_tool_once_and_the_answer_uses_it(with_qwen, say):
+    run = await run_replay(with_qwen, say("What time is it right now?"), config=CONFIG, tools=load_tools(["builtin"]))
+    assert not run.errors
+    (call,) = run.of(ToolCallStart)
+    (result,) = run.of(ToolCallEnd)
+    assert (call.name, result.status) == ("get_current_time", "ok")
+    hour, minute = re.search(r"(\d\d):(\d\d)", result.result).groups()
+    answer = spoken(run)
+    assert answer and (minute in answer or str(int(hour) % 12 or 12) in answer), (result.result, answer)
+    assert "{" not in answer and "tool_call" not in answer
+    roles = [t["role"] for t in run.transcript]
+    assert roles == ["user", "tool", "assistant"]
+
+
+async def test_a_request_that_needs_no_tool_calls_none(with_qwen, say):
+    run = await run_replay(
+        with_qwen, say("Tell me a fun fact about owls."), config=CONFIG, tools=load_tools(["builtin"])
+    )
+    assert not run.errors
+    assert run.of(ToolCallStart) == []
+    assert spoken(run) and [t["role"] for t in run.transcript] == ["user", "assistant"]
+
+
+def slow_tool(cancel: bool, seconds: float) -> tuple[Tools, list[str]]:
+    finished: list[str] = []
+
+    @tool(timeout_s=60, cancel_on_barge_in=cancel)
+    async def get_current_time() -> str:
+        """The current time."""
+        import asyncio
+
+        await asyncio.sleep(seconds)
+        finished.append("done")
+        return "It is 10:15 in the morning."
+
+    tools = Tools()
+    tools.add(get_current_time)
+    return tools, finished
+
+
+INTERRUPTION = "Stop. Never mind, tell me a joke instead."
+
+
+@pytest.mark.parametrize("cancel", [True, False], ids=["cancelled", "kept"])
+async def test_a_barge_in_while_a_slow_tool_runs_follows_its_policy(with_qwen, say, cancel):
+    # Virtual time runs no faster than real time while a tool runs, and slower while the engines
+    # work on the interruption: the tool must outlast a few real seconds of them.
+    tools, finished = slow_tool(cancel, seconds=30.0 if cancel else 12.0)
+    audio = say("What time is it right now?", 1.5, INTERRUPTION)
+    run = await run_replay(with_qwen, audio, config=dataclasses.replace(CONFIG, filler=None), tools=tools)
+    cut = run.of(BargeIn)[0]  # the person over the first reply (the session's end may cut a later one)
+    assert cut.reason == "words", [e.to_json() for e in run.events]
+    # The reply that was cut made one call (the next one, to the joke, may make up a tool: refused).
+    (call,) = [c for c in run.of(ToolCallStart) if c.response == cut.response]
+    (result,) = [r for r in run.of(ToolCallEnd) if r.call_id == call.call_id]
+    assert (call.name, result.status) == ("get_current_time", "cancelled" if cancel else "ok")
+    assert result.t > cut.t  # it was running when the person spoke
+    assert finished == ([] if cancel else ["done"])
+    tool_turns = [t for t in run.transcript if t["role"] == "tool" and t["tool"]["call_id"] == call.call_id]
+    assert [t["tool"]["status"] for t in tool_turns] == [result.status]  # kept, cut or not
+    assert "joke" in run.user_text().lower()
+
+
+class Paced:
+    """The real model, its pieces handed on ``gap_s`` apart: a call takes long enough to write
+    that speech can come over it on real time whatever the machine's speed."""
+
+    def __init__(self, llm, gap_s: float) -> None:
+        self.llm, self.gap_s, self.name = llm, gap_s, llm.name
+        self.calls_started = 0
+
+    async def stream(self, messages, request_id, tools=None) -> AsyncIterator:
+        import asyncio
+
+        async for piece in self.llm.stream(messages, request_id, tools=tools):
+            if isinstance(piece, ToolCallDelta):
+                self.calls_started += 1
+            await asyncio.sleep(self.gap_s)
+            yield piece
+
+    async def next_token_probabilities(self, text, k=20):
+        return await self.llm.next_token_probabilities(text, k)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_barge_in_while_a_call_streams_leaves_it_unrun_and_the_history_valid(with_qwen, say):
+    paced = Paced(with_qwen.llm, gap_s=1.0)
+    engines = dataclasses.replace(with_qwen, llm=paced)
+    audio = say("Set a timer for ten minutes.", 1.2, INTERRUPTION)
+    run = await run_replay(engines, audio, fast=False, config=CONFIG, tools=load_tools(["builtin"]))
+    assert run.of(BargeIn) and paced.calls_started  # the model had begun a call when it was cut
+    assert run.of(ToolCallStart) == [] and run.of(ToolCallEnd) == []
+    assert all(t["role"] != "tool" for t in run.transcript)
