@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import soundfile as sf
 
@@ -71,6 +72,32 @@ def test_missing_model_names_the_setup_command(tmp_path):
         env={"VOICE_MODELS_DIR": str(tmp_path / "no-models")},
     )  # fmt: skip
     assert_one_line_error(proc, "scripts/setup")
+
+
+@pytest.mark.parametrize(
+    ("source", "needle"),
+    [
+        ("__all__ = ['f']\ndef f(:\n", "syntax error"),
+        ('__all__ = ["f"]\ndef f(city):\n    "The weather."\n', "city has no type annotation"),
+        ('__all__ = ["get_current_time"]\ndef get_current_time() -> str:\n    "Now."\n', "already defined"),
+        ('def f(city: str) -> str:\n    "The weather."\n', "__all__"),
+    ],
+    ids=["syntax", "annotation", "clash", "no-all"],
+)
+def test_a_bad_tools_file_is_one_line_at_start_up(tmp_path, source, needle):
+    tools = tmp_path / "my_tools.py"
+    tools.write_text(source)
+    wav = tmp_path / "q.wav"
+    sf.write(wav, np.zeros(16000, dtype=np.float32), 16000)
+    proc = voice_run("--replay", str(wav), "--out", str(tmp_path), "--tools", "builtin", "--tools", str(tools))
+    assert_one_line_error(proc, "--tools", needle)
+
+
+def test_tools_need_a_model_that_can_call_them(tmp_path):
+    wav = tmp_path / "q.wav"
+    sf.write(wav, np.zeros(16000, dtype=np.float32), 16000)
+    proc = voice_run("--replay", str(wav), "--tools", "builtin", "--llm-model", "smollm2-135m")
+    assert_one_line_error(proc, "cannot call tools")
 
 
 def test_unknown_option_is_a_usage_error():

@@ -130,6 +130,10 @@ from voice.core.ledger import PlaybackLedger, Word
 from voice.core.sentences import SentenceGrouper
 from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
 
+# Rounds of calls that were all refused unrun, each followed by one more with tools: the model,
+# told which tool does not exist or which argument is wrong, tries again.
+MAX_REFUSED_ROUNDS = 1
+
 
 class State(enum.Enum):
     LISTENING = "listening"
@@ -432,6 +436,9 @@ class _Response:
     results: dict[str, tuple[ToolStatus, str]] = field(default_factory=dict)
     round_over: bool = False
     round_text_from: int = 0  # where this round's text begins in ``generated``
+    round_ran: bool = False  # one of this round's calls ran (not all were refused)
+    rounds_run: int = 0  # rounds before this one in which a call ran
+    rounds_refused: int = 0  # ... in which every call was refused unrun
     tools_offered: bool = False  # this round's request offered tools
     held_calls: list[ToolCall] = field(default_factory=list)  # speculative: run at the commit
     tools_since: float | None = None  # when the tools now running started
@@ -794,11 +801,19 @@ class Conversation:
         return out + self._maybe_finish(r, t)
 
     def tool_finished(
-        self, response: int, call: ToolCall, status: ToolStatus, result: str, duration_s: float, t: float
+        self,
+        response: int,
+        call: ToolCall,
+        status: ToolStatus,
+        result: str,
+        duration_s: float,
+        t: float,
+        ran: bool = True,
     ) -> list[Command]:
         """Call ``call`` of reply ``response`` (a ``RunTool``) has its result: ``result`` is what the
         model is told. Stored as a tool turn whatever became of the reply; if the reply is still
-        waiting for it, the model is asked again once the round's calls all have theirs."""
+        waiting for it, the model is asked again once the round's calls all have theirs.
+        ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit)."""
         result = result.strip() or "(no result)"
         use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3))
         self.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
@@ -811,6 +826,7 @@ class Conversation:
             return out  # a reply already cut: the result is kept, nobody waits for it
         r.running.discard(call.id)
         r.results[call.id] = (status, result)
+        r.round_ran = r.round_ran or ran
         if not r.running:
             r.tools_since = None
         return out + self._next_round(r, t)
@@ -1125,10 +1141,17 @@ class Conversation:
             *(tool_result_message(u, r.results[u.call_id][1]) for u in uses),
         ]
         r.round += 1
+        # A round whose calls were all refused unrun (a tool the model made up, arguments that do not
+        # fit) does not count: told what was wrong, the model may try again, once.
+        if r.round_ran:
+            r.rounds_run += 1
+        else:
+            r.rounds_refused += 1
         r.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.round}_")
-        r.round_calls, r.results, r.round_over = [], {}, False
+        r.round_calls, r.results, r.round_over, r.round_ran = [], {}, False, False
         r.round_text_from = len(r.generated)
-        tools = self.tools if r.round < self.max_tool_rounds else None
+        again = r.rounds_run < self.max_tool_rounds and r.rounds_refused <= MAX_REFUSED_ROUNDS
+        tools = self.tools if again else None
         r.tools_offered = tools is not None
         return [
             Emit(ResponseContinued(t, response=r.id, round=r.round)),

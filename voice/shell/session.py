@@ -733,7 +733,8 @@ class Session:
             checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
         if isinstance(checked, str):
             result = f"The call was not run: {checked}."
-            self._run(self.conversation.tool_finished(cmd.response, cmd.call, "error", result, 0.0, self.clock.now()))
+            now = self.clock.now()
+            self._run(self.conversation.tool_finished(cmd.response, cmd.call, "error", result, 0.0, now, ran=False))
             return
         tool, arguments = checked
         task = loop.create_task(self._call_tool(cmd, tool, arguments))
