@@ -22,6 +22,16 @@ class GenerationConfig:
     temperature: float = 0.0  # greedy: replies are repeatable on virtual time
     top_p: float = 1.0
     repetition_penalty: float = 1.2  # small models loop on greedy decoding without it
+
+    def penalty(self, messages: list[dict[str, Any]], tools: object = None) -> float:
+        """The repetition penalty of a request: none with tools, or with a tool's result to
+        answer with. It counts the prompt's tokens too, so it steers a call away from the tool
+        names and JSON the prompt spells out (Qwen2.5-Coder-0.5B, with 1.2, called
+        ``start_timer`` for ``set_timer`` and ``divide`` for ``calculate``, and wrote its calls
+        pretty-printed in a code fence), and an answer away from the result it must repeat."""
+        if tools or any(m.get("role") == "tool" for m in messages):
+            return 1.0
+        return self.repetition_penalty
     seed: int = 0
 
 

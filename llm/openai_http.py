@@ -95,7 +95,7 @@ class OpenAIChatClient:
                 "top_p": g.top_p,
                 "seed": g.seed,
                 # Not in OpenAI's API; vLLM and llama.cpp servers take it, others ignore it.
-                "repetition_penalty": g.repetition_penalty,
+                "repetition_penalty": g.penalty(messages, tools),
             }
             if tools:
                 body["tools"] = tools

@@ -144,9 +144,12 @@ class VLLMEngine:
         enforce_eager: bool = True,
         max_model_len: int = 2048,
         tool_parser: str | None = None,
+        constrain_calls: bool = True,
     ) -> None:
         """``tool_parser``: the name of vLLM's tool parser that reads this model's calls out of
-        its text (None: the model is not asked to call tools)."""
+        its text (None: the model is not asked to call tools). ``constrain_calls``: once the
+        model begins a call as that parser reads it, decoding is held to the offered tools'
+        names and argument schemas (vLLM's structured outputs, a structural tag)."""
         _configure_environment(cache_dir)
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -171,6 +174,7 @@ class VLLMEngine:
             self.engine = AsyncLLM.from_engine_args(args)
         self.tokenizer = self.engine.get_tokenizer()
         self.tool_parser = tool_parser
+        self.constrain_calls = constrain_calls and tool_parser in CALL_OPENINGS
         self._tool_parser_class = None
         if tool_parser is not None:
             from vllm.tool_parsers import ToolParserManager
@@ -181,6 +185,23 @@ class VLLMEngine:
         # session's audio runs: a long prompt takes a while to tokenize. One
         # thread: a tokenizer is not to be used by two threads at once.
         self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
+
+    def _call_grammar(self, tools: list[dict[str, Any]]):
+        """Free text, but a call, once begun as the parser reads them, names an offered tool and
+        has arguments of its schema: a 0.5B model otherwise made up tools (``start_timer``,
+        ``divide``) and arguments."""
+        from vllm.sampling_params import StructuredOutputsParams
+
+        opening = CALL_OPENINGS[self.tool_parser]  # type: ignore[index]
+        structures = [
+            {
+                "begin": f'{opening}{json.dumps(t["function"]["name"])}, "arguments": ',
+                "schema": t["function"].get("parameters") or {"type": "object"},
+                "end": "}",
+            }
+            for t in tools
+        ]
+        return StructuredOutputsParams(structural_tag=json.dumps({"structures": structures, "triggers": [opening]}))
 
     def _encode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
         messages = [_arguments_as_objects(m) for m in messages]
@@ -209,9 +230,10 @@ class VLLMEngine:
             max_tokens=g.max_tokens,
             temperature=g.temperature,
             top_p=g.top_p,
-            repetition_penalty=g.repetition_penalty,
+            repetition_penalty=g.penalty(messages, tools),
             seed=g.seed,
             output_kind=RequestOutputKind.DELTA,
+            structured_outputs=self._call_grammar(tools) if tools and self.constrain_calls else None,
         )
         tokens = 0  # generated since the last delta given out
         loop = asyncio.get_running_loop()
@@ -356,6 +378,11 @@ class ToolCallReader:
             return []
         rest = parser.get_remaining_unstreamed_args()
         return [ToolCallDelta(len(parser.prev_tool_call_arr) - 1, arguments=rest)] if rest else []
+
+
+# How a call begins in the model's text, for the parsers whose calls the grammar can hold to the
+# tools: llama3_json reads bare JSON objects, {"name": ..., "arguments": ...}.
+CALL_OPENINGS = {"llama3_json": '{"name": '}
 
 
 def _arguments_as_objects(message: dict[str, Any]) -> dict[str, Any]:

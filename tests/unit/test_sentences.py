@@ -166,3 +166,13 @@ def test_any_split_gives_the_text_back(case):
 def test_chunks_do_not_depend_on_the_split(case):
     text, deltas = case
     assert group(text, deltas, clause_words=4, phrase_words=5) == group(text, [text], clause_words=4, phrase_words=5)
+
+
+def test_a_call_or_json_written_as_text_is_not_spoken():
+    assert speakable('{"name": "set_timer", "arguments": {"minutes": 5}}') == ""
+    assert speakable('<tool_call>\n{"name": "get_current_time", "arguments": {}}\n</tool_call> It is late.') == (
+        "It is late."
+    )
+    assert speakable('Sure. {"response_type": "text"}') == "Sure."
+    assert "tool_response" not in speakable('"<tool_response>"}}')  # the tags go (piper says no braces)
+    assert speakable("It is 5 {degrees} and {cold}.") == "It is 5 {degrees} and {cold}."

@@ -262,3 +262,25 @@ def test_the_history_keeps_a_call_with_its_result_and_drops_neither_from_the_fro
     fitted = fit_to_context(messages, lambda m: 10 * len(m), 30)
     assert fitted[1]["role"] != "tool"
     assert [m["role"] for m in fitted] == ["system", "assistant", "user"]
+
+
+def test_the_filler_covers_the_wait_for_the_answer_after_a_quick_tool():
+    conv = Conversation(tools=TOOLS, filler_delay_s=1.0)
+    r = ask(conv).response
+    conv.llm_tool_call(r, ToolCallDelta(0, "a", "get_current_time", "{}"), 1.7)
+    (run,) = of(RunTool, conv.llm_done(r, 1.8))
+    assert of(StartResponse, conv.tool_finished(r, run.call, "ok", "10:15", 0.01, 1.81))
+    (filler,) = of(Synthesize, conv.tick(2.9))  # the model, asked again, has said nothing yet
+    assert filler.text == "One moment."
+    conv.llm_delta(r, "It is", 3.5)
+    assert conv.tick(9.0) == []
+
+
+def test_an_answer_with_no_words_says_the_result_instead():
+    conv = Conversation(tools=TOOLS)
+    r = ask(conv).response
+    conv.llm_tool_call(r, ToolCallDelta(0, "a", "calculate", '{"expression": "12 * 7"}'), 1.7)
+    (run,) = of(RunTool, conv.llm_done(r, 1.8))
+    conv.tool_finished(r, run.call, "ok", "84", 0.01, 1.81)
+    said = conv.llm_delta(r, '{"response_type": "text"}', 2.0) + conv.llm_done(r, 2.1)
+    assert [s.text for s in of(Synthesize, said)] == ["84"]

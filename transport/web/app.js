@@ -12,6 +12,7 @@
   const state = {
     status: "idle", // idle | starting | connecting | ready | closed | error
     transcripts: [], // final user texts (non-empty), in order
+    tools: [], // {call_id, name, status}: the server's tool calls, in order (status null while it runs)
     assistant: [], // {response, text, heard, interrupted, done, chunks: [{text, start}]}
     events: [], // types of the JSON events received, in order
     played: 0, // reply samples played (server output-rate units)
@@ -29,6 +30,7 @@
       return {
         status: state.status,
         transcripts: state.transcripts.slice(),
+        tools: state.tools.map((t) => ({ ...t })),
         assistant: state.assistant.map((a) => ({
           response: a.response,
           text: a.text,
@@ -63,6 +65,7 @@
   let lastSent = { played: 0, dropped: 0 };
   let level = 0;
   const byResponse = new Map();
+  const toolCalls = new Map(); // call_id -> its line in the log
 
   // ---- helpers ----
   function setStatus(s, detail) {
@@ -366,6 +369,22 @@
       case "backchannel": {
         const el = bubble("user backchannel", "You (aside)");
         el.querySelector(".text").textContent = msg.text;
+        break;
+      }
+      case "tool_call": {
+        // A line per call: what the model asked, then (tool_result) what came of it.
+        const el = bubble("tool", "Tool");
+        el.querySelector(".text").textContent = `${msg.name}(${msg.arguments}) …`;
+        toolCalls.set(msg.call_id, el);
+        state.tools.push({ call_id: msg.call_id, name: msg.name, status: null });
+        break;
+      }
+      case "tool_result": {
+        const el = toolCalls.get(msg.call_id) || bubble("tool", "Tool");
+        el.querySelector(".text").textContent = `${msg.name} → ${msg.status}: ${msg.result}`;
+        el.classList.add(msg.status);
+        const t = state.tools.find((x) => x.call_id === msg.call_id);
+        if (t) t.status = msg.status;
         break;
       }
       case "error":

@@ -97,8 +97,8 @@ _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 _WHITESPACE = re.compile(r"\s+")
 # A tool call written out as text (a model asked without tools that calls one all the same, in its
 # template's format), or any JSON object a small model writes after a tool's result: never spoken.
-# From ``{"key":`` to the chunk's end.
-_CALL_TEXT = re.compile(r'</?tool_call>|\{\s*"[^"\n]*"\s*:.*', re.S)
+# From ``{"key":`` to the chunk's end (or the tag that closes a call).
+_CALL_TEXT = re.compile(r'</?tool_\w*>|\{\s*"[^"\n]*"\s*:.*?(?=</tool_\w*>|\Z)', re.S)
 
 
 def speakable(raw: str, at_line_start: bool = True) -> str:

@@ -441,8 +441,12 @@ class _Response:
     rounds_refused: int = 0  # ... in which every call was refused unrun
     tools_offered: bool = False  # this round's request offered tools
     held_calls: list[ToolCall] = field(default_factory=list)  # speculative: run at the commit
-    tools_since: float | None = None  # when the tools now running started
+    # When its calls went to their tools: from then until the answer with their results has words,
+    # the person waits (for the tools, then for the model again); None: nobody waits on tools.
+    tools_since: float | None = None
     filler_said: bool = False
+    ok_results: list[str] = field(default_factory=list)  # what the calls that ran ok returned, in order
+    round_chunks: int = 0  # chunks of words this round's text has given
 
 
 @dataclass
@@ -742,8 +746,12 @@ class Conversation:
             r.first_token_at = t
             if not r.speculative:  # else at the commit
                 out.append(Emit(LlmFirstToken(t, response=response)))
+        if r.round > 0:
+            r.tools_since = None  # the answer with the results has begun: nobody waits on tools now
         r.generated += text
-        return out + self._synthesize(r, r.grouper.feed(text))
+        chunks = r.grouper.feed(text)
+        r.round_chunks += len(chunks)
+        return out + self._synthesize(r, chunks)
 
     def user_text(self, text: str, t: float) -> list[Command]:
         """The client typed ``text`` (Realtime's user message item): a turn of the person's, answered
@@ -792,6 +800,8 @@ class Conversation:
             return out + self._next_round(r, t)
         r.llm_done = True
         r.error = error or None
+        if r.round > 0 and error is None:
+            out += self._answer_with_results(r)
         if r.speculative:
             if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
                 return self._discard(t, "failed")
@@ -827,8 +837,8 @@ class Conversation:
         r.running.discard(call.id)
         r.results[call.id] = (status, result)
         r.round_ran = r.round_ran or ran
-        if not r.running:
-            r.tools_since = None
+        if status == "ok":
+            r.ok_results.append(result)
         return out + self._next_round(r, t)
 
     def announce(self, text: str, t: float) -> list[Command]:
@@ -859,8 +869,9 @@ class Conversation:
         ]
 
     def tick(self, t: float) -> list[Command]:
-        """Time passes (called every few tens of milliseconds): a filler if tools keep the reply
-        quiet too long; what was to be said unasked, once the floor is free."""
+        """Time passes (called every few tens of milliseconds): a filler if the reply has been quiet
+        too long since its calls went out (the tools, then the model asked again with their
+        results); what was to be said unasked, once the floor is free."""
         r = self._response
         if r is None:
             return self._announce_next(t) if self._announcements else []
@@ -868,7 +879,7 @@ class Conversation:
             self.filler is None
             or r.filler_said
             or r.tools_since is None
-            or not r.round_over  # the model may still say something before its calls' results
+            or (r.calls.streaming and not r.round_over)  # it is writing another call: not quiet for long
             or self._hold is not None
             or r.chunks_done < r.chunks_requested
             or not r.ledger.all_played
@@ -1113,6 +1124,15 @@ class Conversation:
                 return r
         return None
 
+    def _answer_with_results(self, r: _Response) -> list[Command]:
+        """The model, asked again with its calls' results, said nothing that can be spoken (it
+        wrote JSON, or nothing): the last result that came back ok is said instead, so the
+        person hears what the tool found ("84", "timer set for 10 min") rather than silence."""
+        chunks = r.grouper.flush()
+        if chunks or r.round_chunks or not r.ok_results:
+            return self._synthesize(r, chunks)
+        return self._synthesize(r, [r.ok_results[-1]])
+
     def _dispatch(self, r: _Response, call: ToolCall, t: float) -> list[Command]:
         """``call`` is whole: it runs now, or at the commit of a speculative reply."""
         r.round_calls.append(call)
@@ -1150,6 +1170,7 @@ class Conversation:
         r.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.round}_")
         r.round_calls, r.results, r.round_over, r.round_ran = [], {}, False, False
         r.round_text_from = len(r.generated)
+        r.round_chunks = 0
         again = r.rounds_run < self.max_tool_rounds and r.rounds_refused <= MAX_REFUSED_ROUNDS
         tools = self.tools if again else None
         r.tools_offered = tools is not None
