@@ -123,11 +123,14 @@ class SessionConfig:
     # One: Qwen2.5-Coder-0.5B, offered the tools again with a result, calls again (an empty
     # call, or end_conversation) instead of answering; a larger model may chain calls with more.
     max_tool_rounds: int = 1
-    # Added to the system prompt when there are tools: a 0.5B model answered a tool's result
-    # with JSON ({"response_type": "text"}) or with "This response indicates that ...".
     client_tool_timeout_s: float = 30.0  # a call the client runs (Realtime): its output within this
+    # Added to the system prompt when there are tools: a 0.5B model answered a tool's result
+    # with JSON ({"response_type": "text"}) or with "This response indicates that ...", and
+    # called one for chat and facts more often without the first sentence (scripts/bench_tools).
     tools_prompt: str = (
-        "When a tool gives you a result, tell the person the answer in one short spoken sentence of plain words."
+        "Call a tool only when the request cannot be answered without it; answer anything else (chat, jokes,"
+        " facts, advice) in words. When a tool gives you a result, tell the person the answer in one short"
+        " spoken sentence of plain words."
     )
     filler: str | None = "One moment."
     filler_delay_s: float = 1.0
