@@ -186,6 +186,21 @@ class VLLMEngine:
         # thread: a tokenizer is not to be used by two threads at once.
         self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
 
+    def _grammar(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
+        """What decoding is held to (None: nothing): offered tools, a call of one of them;
+        asked with results and no tools, plain words (asked so, the 0.5B model wrote its call
+        and the result again as JSON: '{"name": "calculate", ...}\n{"response": "84"}'; held
+        to words it said "The answer is 84.")."""
+        if not self.constrain_calls:
+            return None
+        if tools:
+            return self._call_grammar(tools)
+        if any(m.get("role") == "tool" for m in messages):
+            from vllm.sampling_params import StructuredOutputsParams
+
+            return StructuredOutputsParams(regex=PLAIN_WORDS)
+        return None
+
     def _call_grammar(self, tools: list[dict[str, Any]]):
         """Free text, but a call, once begun as the parser reads them, names an offered tool and
         has arguments of its schema: a 0.5B model otherwise made up tools (``start_timer``,
@@ -233,7 +248,7 @@ class VLLMEngine:
             repetition_penalty=g.penalty(messages, tools),
             seed=g.seed,
             output_kind=RequestOutputKind.DELTA,
-            structured_outputs=self._call_grammar(tools) if tools and self.constrain_calls else None,
+            structured_outputs=self._grammar(messages, tools),
         )
         tokens = 0  # generated since the last delta given out
         loop = asyncio.get_running_loop()
@@ -383,6 +398,9 @@ class ToolCallReader:
 # How a call begins in the model's text, for the parsers whose calls the grammar can hold to the
 # tools: llama3_json reads bare JSON objects, {"name": ..., "arguments": ...}.
 CALL_OPENINGS = {"llama3_json": '{"name": '}
+# Words to be spoken: no braces, brackets, tags or quotes, so no JSON and no call.
+PLAIN_WORDS = r'[A-Za-z0-9][^{}<>\[\]"]*'
+
 
 
 def _arguments_as_objects(message: dict[str, Any]) -> dict[str, Any]:

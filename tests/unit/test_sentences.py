@@ -175,4 +175,13 @@ def test_a_call_or_json_written_as_text_is_not_spoken():
     )
     assert speakable('Sure. {"response_type": "text"}') == "Sure."
     assert "tool_response" not in speakable('"<tool_response>"}}')  # the tags go (piper says no braces)
+    assert speakable("tool_response") == ""  # a model held to plain words wrote the tag's name
     assert speakable("It is 5 {degrees} and {cold}.") == "It is 5 {degrees} and {cold}."
+
+
+def test_a_json_object_is_never_cut_so_none_of_it_is_spoken():
+    g = SentenceGrouper()
+    text = 'Sure. {"name": "set_timer", "arguments": {"minutes": 10, "label": "tea. Now"}} Done, it is set.'
+    chunks = [c for piece in text.split(" ") for c in g.feed(piece + " ")] + g.flush()
+    assert "".join(chunks).count("set_timer") == 0 and "minutes" not in " ".join(chunks)
+    assert chunks[0] == "Sure."

@@ -98,7 +98,7 @@ _WHITESPACE = re.compile(r"\s+")
 # A tool call written out as text (a model asked without tools that calls one all the same, in its
 # template's format), or any JSON object a small model writes after a tool's result: never spoken.
 # From ``{"key":`` to the chunk's end (or the tag that closes a call).
-_CALL_TEXT = re.compile(r'</?tool_\w*>|\{\s*"[^"\n]*"\s*:.*?(?=</tool_\w*>|\Z)', re.S)
+_CALL_TEXT = re.compile(r'</?tool_\w*>|\btool_(?:call|response)\b|\{\s*"[^"\n]*"\s*:.*?(?=</tool_\w*>|\Z)', re.S)
 
 
 def speakable(raw: str, at_line_start: bool = True) -> str:
@@ -167,16 +167,16 @@ class SentenceGrouper:
     def _find_cut(self, final: bool) -> int | None:
         """Index just after the whitespace that ends the next chunk, if known."""
         buf = self._buf
-        depth = 0  # unclosed [ or ( : never cut inside a link
+        depth = 0  # unclosed [ ( or { : never cut inside a link, or a JSON object (never spoken whole)
         words = 0
         last_space = -1
         i = 0
         n = len(buf)
         while i < n:
             c = buf[i]
-            if c in "[(":
+            if c in "[({":
                 depth += 1
-            elif c in "])" and depth:
+            elif c in "])}" and depth:
                 depth -= 1
             if c.isspace():
                 if i > 0 and not buf[i - 1].isspace():

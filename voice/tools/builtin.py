@@ -44,7 +44,7 @@ def calculate(expression: str) -> str:
 def end_conversation(context: ToolContext) -> str:
     """End the conversation (hang up) once the goodbye has been said. Only when the person wants to end it."""
     context.end_conversation()
-    return "the conversation will end after this reply"
+    return "The conversation ends after this reply: say goodbye."
 
 
 _OPERATORS = {
