@@ -70,9 +70,7 @@ async def test_a_spoken_request_for_the_time_calls_the_tool_once_and_the_answer_
 
 
 async def test_a_request_that_needs_no_tool_calls_none(with_qwen, say):
-    run = await run_replay(
-        with_qwen, say("Who wrote Romeo and Juliet?"), config=CONFIG, tools=load_tools(["builtin"])
-    )
+    run = await run_replay(with_qwen, say("Who wrote Romeo and Juliet?"), config=CONFIG, tools=load_tools(["builtin"]))
     assert not run.errors
     assert run.of(ToolCallStart) == []
     assert spoken(run) and [t["role"] for t in run.transcript] == ["user", "assistant"]
