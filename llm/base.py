@@ -32,6 +32,7 @@ class GenerationConfig:
         if tools or any(m.get("role") == "tool" for m in messages):
             return 1.0
         return self.repetition_penalty
+
     seed: int = 0
 
 

@@ -402,7 +402,6 @@ CALL_OPENINGS = {"llama3_json": '{"name": '}
 PLAIN_WORDS = r'[A-Za-z0-9][^{}<>\[\]"]*'
 
 
-
 def _arguments_as_objects(message: dict[str, Any]) -> dict[str, Any]:
     """A message's tool calls with their arguments as objects, not JSON text, as vLLM's server
     gives them to chat templates: Qwen's writes ``"arguments": "{}"`` for the text, and the

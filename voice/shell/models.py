@@ -18,10 +18,17 @@ LLM_MODELS = {
     "smollm2-135m": "smollm2-135m-instruct",
     # Can call tools (SmolLM2's chat template drops them): issue 16.
     "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct",
+    # Not provisioned by scripts/setup (1.1 GB, 4.5 tok/s on 2 cores): OPTIONAL_MODELS says how.
+    "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct",
+}
+OPTIONAL_MODELS = {
+    "qwen2.5-coder-1.5b": (
+        ".venv/bin/python scripts/provision_models.py --models-dir models --with qwen2.5-coder-1.5b"
+    ),
 }
 # vLLM's tool parser for each model that can call tools: Qwen2.5-Coder writes a bare JSON
 # object, not its template's <tool_call> tags (../shared/notes/llm.md).
-TOOL_PARSERS = {"qwen2.5-coder-0.5b": "llama3_json"}
+TOOL_PARSERS = {"qwen2.5-coder-0.5b": "llama3_json", "qwen2.5-coder-1.5b": "llama3_json"}
 VAD_FILE = "silero_vad.onnx"
 SMART_TURN_FILE = "smart-turn/smart-turn-v3.2-cpu.onnx"
 
@@ -38,8 +45,9 @@ def _resolve(name: str, table: dict[str, str], what: str) -> Path:
     path = models_dir() / table[name] if name in table else Path(name).expanduser()
     if not path.exists():
         known = ", ".join(table)
+        how = OPTIONAL_MODELS.get(name, SETUP_COMMAND)
         raise MissingModelError(
-            f"{what} '{name}' not found at {path} (known names: {known}); run {SETUP_COMMAND} to provision the models"
+            f"{what} '{name}' not found at {path} (known names: {known}); run {how} to provision it"
         )
     return path
 
