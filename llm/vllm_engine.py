@@ -346,14 +346,19 @@ class ToolCallReader:
         self._ids: list[int] = []
 
     def _unfenced(self) -> str | None:
-        """The reply without an opening code fence; None while the fence's line is unfinished."""
+        """The reply without an opening code fence, and from its closing fence on (backticks that
+        may begin one are held back); None while the fence's line is unfinished. Qwen2.5-Coder-1.5B
+        fences its every call, pretty-printed; the parser read nothing after the closing fence."""
         raw = self._raw.lstrip()
         if not raw.startswith("`"):
             return self._raw
         if "\n" not in raw:
             return None if "```".startswith(raw[:3]) else self._raw
         first, rest = raw.split("\n", 1)
-        return rest if first.startswith("```") else self._raw
+        if not first.startswith("```"):
+            return self._raw
+        end = rest.find("```")
+        return rest[:end] if end >= 0 else rest.rstrip("`")
 
     def read(self, delta: str, ids: list[int]) -> list[Delta | ToolCallDelta]:
         if not delta and not ids:

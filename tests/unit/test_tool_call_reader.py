@@ -56,7 +56,14 @@ def test_a_leading_code_fence_is_read_past_whole_lines_only():
     parser = StandInParser()
     read(["``", "`js", "on\n", '{"name"', ': "calculate"}', "\n```"], parser)
     assert parser.seen[0][0] == '{"name"'  # nothing until the fence's line ended, then not that line
-    assert parser.seen[-1][0] == '{"name": "calculate"}\n```'
+    # Nor the closing fence: the backticks that may begin it are held back, then it is cut off.
+    assert parser.seen[-1][0] == '{"name": "calculate"}\n'
+
+
+def test_what_follows_the_closing_fence_is_not_read():
+    parser = StandInParser()
+    read(["```json\n{\n", '  "name": "set_timer"\n}', "\n`", "``", "\nDone."], parser)
+    assert parser.seen[-1][0] == '{\n  "name": "set_timer"\n}\n'
 
 
 def test_a_backtick_that_opens_no_fence_is_text():
