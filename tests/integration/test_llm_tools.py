@@ -7,6 +7,7 @@ the registered tools before anything runs."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -88,11 +89,17 @@ async def test_the_server_streams_the_same_call_as_delta_tool_calls(qwen, qwen_s
         await client.close()
     _, embedded, _ = await reply(qwen, ask("Set a timer for ten minutes."))
     assert [c.name for c in calls] == [c.name for c in embedded] == ["set_timer"] and pieces >= 2
-    # vLLM 0.32's server does not send what its llama3_json parser held back of the last call
-    # (here ', "label": ""}'): arguments that do not parse are refused, never repaired and run.
+    # vLLM 0.32's server does not always send what its llama3_json parser held back of the last
+    # call (once ', "label": ""}'): arguments that do not parse are refused, never repaired and run.
     (call,) = calls
-    if call.arguments != embedded[0].arguments:
-        assert isinstance(TOOLS.check(call), str)
+    try:
+        json.loads(call.arguments)
+    except ValueError:
+        assert isinstance(TOOLS.check(call), str), call
+    else:
+        checked = TOOLS.check(call)
+        assert not isinstance(checked, str), checked
+        assert checked[1]["minutes"] * 60 + checked[1]["seconds"] == 600
 
 
 async def test_a_call_cut_off_by_max_tokens_is_never_passed_off_as_whole(qwen):
