@@ -36,3 +36,28 @@ def recordings() -> list[Recording]:
 @pytest.fixture(scope="session")
 def all_recordings() -> list[Recording]:
     return recordings()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (Debian's) on a private port and data folder, for the whole run."""
+    from voice.bench.postgres import PostgresServer, server_bin
+
+    if server_bin() is None:
+        pytest.fail("no PostgreSQL server is installed: scripts/setup installs Debian's postgresql")
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.close()
+
+
+def raw(db: Path | str, sql: str, params: tuple = ()) -> list[tuple] | None:
+    """One statement on a connection of its own (not the store's), committed; its rows if any."""
+    from voice.app.databases import open_database
+
+    conn = open_database(db).connect(readonly=False, timeout=5.0)
+    try:
+        cursor = conn.execute(sql, params)
+        return [tuple(r) for r in cursor.fetchall()] if cursor.description else None
+    finally:
+        conn.close()

@@ -100,6 +100,14 @@ def test_tools_need_a_model_that_can_call_them(tmp_path):
     assert_one_line_error(proc, "cannot call tools")
 
 
+@pytest.mark.parametrize("url", ["mysql://me:secret@db.example/voice", "postgresql+asyncpg://x"])
+def test_a_database_url_of_another_kind_is_one_line_and_makes_no_folder(url):
+    before = set(ROOT.iterdir())
+    proc = voice_run("--serve", "--port", "0", "--db", url, timeout=120)
+    assert_one_line_error(proc, "--db", "is not a database this program stores conversations in")
+    assert "secret" not in proc.stderr and set(ROOT.iterdir()) == before
+
+
 def test_unknown_option_is_a_usage_error():
     proc = voice_run("--no-such-option")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -2,11 +2,13 @@
 store's API: list, show, export as JSON and Markdown, each turn with its
 wall-clock time beside its span on the session's timeline; a database of
 schema version 1 still reads; an unknown id, a missing or corrupt database are
-one line and exit code 2; prune removes the sessions with no turns."""
+one line and exit code 2; prune removes the sessions with no turns. On an
+SQLite file and on a PostgreSQL server (``--db postgresql://...``)."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sqlite3
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, raw
 from voice.app.store import ConversationStore
 from voice.core.history import Turn
 
@@ -46,9 +48,16 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> N
         assert needle in lines[0], lines[0]
 
 
-@pytest.fixture
-def db(tmp_path) -> Path:
-    path = tmp_path / "conversations.db"
+_DATABASES = itertools.count(1)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path) -> Path | str:
+    """A conversation database to read: a file, or a database on the test's PostgreSQL server."""
+    if request.param == "sqlite":
+        path: Path | str = tmp_path / "conversations.db"
+    else:
+        path = request.getfixturevalue("postgres").create_database(f"cli{next(_DATABASES)}")
     with ConversationStore.open(path) as s:
         s.create_session(SID, owner="a-token", system_prompt="Answer in one short sentence.")
         turns = [
@@ -193,20 +202,15 @@ def test_corrupt_database(tmp_path):
         assert_one_line_error(history(*args, "--db", str(bad)), "corrupt", str(bad))
 
 
-def _age(db: Path, *ids: str, seconds: float = 3600) -> None:
+def _age(db: Path | str, *ids: str, seconds: float = 3600) -> None:
     """Make the sessions look created, and last written, ``seconds`` ago."""
-    conn = sqlite3.connect(db)
     t = time.time() - seconds
-    with conn:
-        conn.executemany("UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", [(t, t, i) for i in ids])
-    conn.close()
+    for i in ids:
+        raw(db, "UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", (t, t, i))
 
 
-def _ids(db: Path) -> list[str]:
-    conn = sqlite3.connect(db)
-    ids = [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY id")]
-    conn.close()
-    return ids
+def _ids(db: Path | str) -> list[str]:
+    return [r[0] for r in raw(db, "SELECT id FROM sessions ORDER BY id")]
 
 
 @pytest.fixture

@@ -1,10 +1,15 @@
-"""The conversation store on real SQLite files: round trips, durability,
-concurrency, the bad cases (corrupt, locked, full, unknown or foreign
-sessions), the schema's migration, the turn recorder and its writer thread
-(never an SQLite call on the caller's thread), and the history's listener."""
+"""The conversation store on real SQLite files and on a real PostgreSQL server: round trips,
+durability, concurrency, the bad cases (corrupt, locked, full, unreachable, unknown or foreign
+sessions), the schema's migration, the turn recorder and its writer thread (never an SQL
+call on the caller's thread), and the history's listener.
+
+The tests that take ``db`` run on both databases (a file, or a new database on the server of
+the ``postgres`` fixture); those that take ``sqlite_db`` are about a file (WAL, pages, locks
+another process takes on it, damage), those marked ``postgres_only`` about a server."""
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, raw
 from voice.app.conversations import Conversations
 from voice.app.store import (
     SCHEMA_VERSION,
@@ -28,8 +33,10 @@ from voice.app.store import (
     StoreError,
     StoreFull,
     StoreLocked,
+    StoreUnreachable,
     TurnRecorder,
     UnknownSession,
+    UnsupportedDatabase,
     default_db_path,
     open_history,
 )
@@ -39,8 +46,19 @@ from voice.core.turns import Conversation, StartResponse, Synthesize, Transcribe
 
 
 @pytest.fixture
-def db(tmp_path) -> Path:
+def sqlite_db(tmp_path) -> Path:
     return tmp_path / "conversations.db"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path) -> Path | str:
+    """Where the conversations are: an SQLite file, or a new database on the test server."""
+    if request.param == "sqlite":
+        return tmp_path / "conversations.db"
+    return request.getfixturevalue("postgres").create_database(f"t{next(_DATABASES)}")
+
+
+_DATABASES = itertools.count(1)
 
 
 @pytest.fixture
@@ -113,30 +131,28 @@ def test_reopening_finds_everything_and_the_schema_version(db):
         s.add_turn("a", user())
     with ConversationStore.open(db) as s:
         assert s.turns("a") == [user()]
-    conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
-    conn.close()
+    assert raw(db, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
 
 
-def test_wal_mode_synchronous_and_busy_timeout(store, db):
+def test_wal_mode_synchronous_and_busy_timeout(sqlite_db):
+    store = ConversationStore.open(sqlite_db)
     conn = store._conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1000
-    other = sqlite3.connect(db)
+    other = sqlite3.connect(sqlite_db)
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a property of the file
     other.close()
-    with ConversationStore.open(db, synchronous="FULL", timeout=0.25) as full:
+    with ConversationStore.open(sqlite_db, synchronous="FULL", timeout=0.25) as full:
         assert full._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
         assert full._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+    store.close()
 
 
 def test_a_written_turn_is_visible_to_another_connection_at_once(store, db):
     store.create_session("s")
-    other = sqlite3.connect(db)
     store.add_turn("s", user("hello there"))
-    assert other.execute("SELECT role, text FROM turns WHERE session_id = 's'").fetchall() == [("user", "hello there")]
-    other.close()
+    assert raw(db, "SELECT role, text FROM turns WHERE session_id = 's'") == [("user", "hello there")]
 
 
 def test_a_finalized_turn_survives_sigkill(db):
@@ -194,11 +210,11 @@ def test_open_creates_the_folder(tmp_path):
     assert (tmp_path / "a" / "b" / "c.db").is_file()
 
 
-def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(db):
-    conn = sqlite3.connect(db)
+def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(sqlite_db):
+    conn = sqlite3.connect(sqlite_db)
     conn.executescript(V1_DUMP.read_text())
     conn.close()
-    with ConversationStore.open(db) as s:
+    with ConversationStore.open(sqlite_db) as s:
         old = s.stored_turns(V1_SESSION)
         assert [(t.seq, t.turn.role, t.turn.text, t.finalized_at) for t in old] == [
             (1, "user", "What's the weather like today?", None),  # not known: stored before the column
@@ -208,9 +224,9 @@ def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(db):
         assert old[0].created_at > 0 and s.session(V1_SESSION).system_prompt == "Answer in one short sentence."
         s.add_turn(V1_SESSION, user("and tomorrow?"), finalized_at=1234.5)
         assert s.stored_turns(V1_SESSION)[2].finalized_at == 1234.5
-    with ConversationStore.open(db) as s:  # once is enough
+    with ConversationStore.open(sqlite_db) as s:  # once is enough
         assert len(s.turns(V1_SESSION)) == 3
-    conn = sqlite3.connect(db)
+    conn = sqlite3.connect(sqlite_db)
     assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(3,)]
     assert "finalized_at" in [r[1] for r in conn.execute("PRAGMA table_info(turns)")]
     conn.close()
@@ -310,16 +326,16 @@ def _wait_for(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def test_a_database_locked_by_another_process_never_holds_up_the_history(db):
+def test_a_database_locked_by_another_process_never_holds_up_the_history(sqlite_db):
     """The history takes its turns at once while another process holds the
     write lock; no SQLite call runs on the caller's thread; once the lock
     goes, the turns are committed in order, as the history has them then."""
-    store = ConversationStore.open(db, timeout=30)  # the writer waits for the lock as long as it lasts
+    store = ConversationStore.open(sqlite_db, timeout=30)  # the writer waits for the lock as long as it lasts
     store.create_session("s")
     recorder = TurnRecorder(store, "s")
     history = History(recorder.load(), listener=recorder)
     seen = _trace(store)
-    holder = _hold_write_lock(db)
+    holder = _hold_write_lock(sqlite_db)
     try:
         caller = threading.current_thread().name
         first = history.add(user("first"))
@@ -353,11 +369,11 @@ def test_a_database_locked_by_another_process_never_holds_up_the_history(db):
     store.close()
 
 
-def test_the_caller_never_runs_sqlite_not_even_for_a_new_session(db):
-    ConversationStore.open(db).close()
-    store = ConversationStore.open(db, timeout=30)
+def test_the_caller_never_runs_sqlite_not_even_for_a_new_session(sqlite_db):
+    ConversationStore.open(sqlite_db).close()
+    store = ConversationStore.open(sqlite_db, timeout=30)
     seen = _trace(store)
-    holder = _hold_write_lock(db)
+    holder = _hold_write_lock(sqlite_db)
     try:
         sid, history, recorder = open_history(store, None, owner="token", system_prompt="be brief")
         history.add(user())
@@ -384,8 +400,8 @@ def test_close_finishes_the_writes_handed_over(db):
     assert [t.text for t in recorder.pending] == ["too late"]
 
 
-def test_a_store_that_fails_at_once_holds_the_new_session_and_its_turns_back(db):
-    store, pages = _full_store(db)
+def test_a_store_that_fails_at_once_holds_the_new_session_and_its_turns_back(sqlite_db):
+    store, pages = _full_store(sqlite_db)
     sid, history, recorder = open_history(store, None)
     history.add(user("kept in memory"))
     assert not recorder.flush()
@@ -492,15 +508,15 @@ def test_a_file_of_garbage_is_corrupt(tmp_path):
     assert e.value.path == bad
 
 
-def test_a_damaged_database_is_corrupt(db):
-    with ConversationStore.open(db) as s:
+def test_a_damaged_database_is_corrupt(sqlite_db):
+    with ConversationStore.open(sqlite_db) as s:
         s.create_session("x")
         for _ in range(200):
             s.add_turn("x", user("hello world " * 20))
-    with open(db, "r+b") as f:  # overwrite three pages past the schema
+    with open(sqlite_db, "r+b") as f:  # overwrite three pages past the schema
         f.seek(4096 * 2)
         f.write(b"\xff" * 4096 * 3)
-    with pytest.raises(StoreCorrupt, match="malformed"), ConversationStore.open(db) as s:
+    with pytest.raises(StoreCorrupt, match="malformed"), ConversationStore.open(sqlite_db) as s:
         s.turns("x")
 
 
@@ -514,14 +530,14 @@ def test_another_programs_database_is_refused(tmp_path):
         ConversationStore.open(other)
 
 
-def test_a_newer_schema_is_refused(db):
-    ConversationStore.open(db).close()
-    conn = sqlite3.connect(db)
+def test_a_newer_schema_is_refused(sqlite_db):
+    ConversationStore.open(sqlite_db).close()
+    conn = sqlite3.connect(sqlite_db)
     conn.execute("UPDATE schema_version SET version = 99")
     conn.commit()
     conn.close()
     with pytest.raises(StoreError, match="schema version 99"):
-        ConversationStore.open(db)
+        ConversationStore.open(sqlite_db)
 
 
 def test_missing_database_without_create(tmp_path):
@@ -537,16 +553,16 @@ def test_a_closed_store_raises_store_error(db):
         s.list_sessions()
 
 
-def test_locked_database(db):
-    store = ConversationStore.open(db, timeout=0.1)
+def test_locked_database(sqlite_db):
+    store = ConversationStore.open(sqlite_db, timeout=0.1)
     store.create_session("s")
-    holder = sqlite3.connect(db, isolation_level=None)
+    holder = sqlite3.connect(sqlite_db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     t0 = time.monotonic()
     with pytest.raises(StoreLocked) as e:
         store.add_turn("s", user())
     assert time.monotonic() - t0 >= 0.09  # it waited for the lock first
-    assert str(db) in str(e.value) and "locked" in str(e.value)
+    assert str(sqlite_db) in str(e.value) and "locked" in str(e.value)
     assert store.turns("s") == []  # WAL: readers go on while a writer holds the lock
 
     recorder = TurnRecorder(store, "s")
@@ -563,8 +579,8 @@ def test_locked_database(db):
     store.close()
 
 
-def test_full_database_keeps_turns_until_there_is_room(db, caplog):
-    store = ConversationStore.open(db)
+def test_full_database_keeps_turns_until_there_is_room(sqlite_db, caplog):
+    store = ConversationStore.open(sqlite_db)
     store.create_session("s")
     recorder = TurnRecorder(store, "s")
     recorder.record(user("before"))
@@ -574,7 +590,7 @@ def test_full_database_keeps_turns_until_there_is_room(db, caplog):
     big = reply("word " * 20000)
     with pytest.raises(StoreFull) as e:
         store.add_turn("s", big)
-    assert str(db) in str(e.value) and "full" in str(e.value)
+    assert str(sqlite_db) in str(e.value) and "full" in str(e.value)
 
     with caplog.at_level("WARNING", logger="voice.app.store"):
         recorder.record(big)
@@ -611,7 +627,9 @@ def test_unknown_and_foreign_sessions(store, db):
     assert store.session_record("mine").id == "mine"  # for tools run by whoever holds the file
     assert store.session("open", owner="anyone").id == "open"  # created without a token: anyone's
     assert not issubclass(UnknownSession, StoreError) and issubclass(ForeignSession, SessionError)
-    assert b"secret-token-1" not in db.read_bytes() + (db.with_name(db.name + "-wal").read_bytes())
+    assert not any("secret-token-1" in str(row) for row in raw(db, "SELECT * FROM sessions"))
+    if isinstance(db, Path):
+        assert b"secret-token-1" not in db.read_bytes() + (db.with_name(db.name + "-wal").read_bytes())
 
 
 def test_find_session_by_prefix(store):
@@ -733,11 +751,11 @@ def test_recorder_persists_what_the_history_finalizes(store):
     assert store.turns("s") == h2.turns
 
 
-def test_recorder_changes_to_turns_still_owed_are_written_once(db):
-    store = ConversationStore.open(db, timeout=0.05)
+def test_recorder_changes_to_turns_still_owed_are_written_once(sqlite_db):
+    store = ConversationStore.open(sqlite_db, timeout=0.05)
     store.create_session("s")
     recorder = TurnRecorder(store, "s")
-    holder = sqlite3.connect(db, isolation_level=None)
+    holder = sqlite3.connect(sqlite_db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     u, a, gone = user("hello"), reply("It is noon. The sun is out."), reply("never heard", response=2)
     recorder.record(u)
@@ -819,32 +837,24 @@ def test_the_conversation_persists_turns_when_they_are_final_never_before(store)
 # -- storage on first use: a session is written with its first turn, and pruned with none ------
 
 
-def _sessions(db: Path) -> list[tuple[str, int]]:
-    """(id, turns) of every session in the file, read by another connection."""
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(
-            "SELECT s.id, (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) FROM sessions s ORDER BY s.id"
-        ).fetchall()
-    finally:
-        conn.close()
+def _sessions(db: Path | str) -> list[tuple[str, int]]:
+    """(id, turns) of every session in the database, read by another connection."""
+    count = "(SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id)"
+    return raw(db, f"SELECT s.id, {count} FROM sessions s ORDER BY s.id")
 
 
-def _age(db: Path, session_id: str, seconds: float) -> None:
+def _age(db: Path | str, session_id: str, seconds: float) -> None:
     """Make the session look created, and last written, ``seconds`` ago."""
-    conn = sqlite3.connect(db)
     t = time.time() - seconds
-    with conn:
-        conn.execute("UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", (t, t, session_id))
-    conn.close()
+    raw(db, "UPDATE sessions SET created_at = ?, updated_at = ? WHERE id = ?", (t, t, session_id))
 
 
-def test_a_new_session_is_written_with_its_first_turn_in_one_transaction_never_before(db):
-    store = ConversationStore.open(db)
+def test_a_new_session_is_written_with_its_first_turn_in_one_transaction_never_before(sqlite_db):
+    store = ConversationStore.open(sqlite_db)
     t0 = time.time()
     sid, history, recorder = open_history(store, None, owner="token", system_prompt="be brief")
     assert recorder.flush() and recorder.error is None  # nothing is owed: nothing to write
-    assert not recorder.stored and _sessions(db) == []
+    assert not recorder.stored and _sessions(sqlite_db) == []
     with pytest.raises(UnknownSession):
         store.session(sid, owner="token")
     seen = _trace(store)
@@ -864,7 +874,7 @@ def test_a_new_session_is_written_with_its_first_turn_in_one_transaction_never_b
     assert t0 <= record.created_at <= t1 <= record.updated_at  # created when the conversation was opened
     assert store.turns(sid) == [u]
     history.add(reply())
-    assert recorder.flush() and store.turns(sid) == history.turns and _sessions(db) == [(sid, 2)]
+    assert recorder.flush() and store.turns(sid) == history.turns and _sessions(sqlite_db) == [(sid, 2)]
     store.close()
 
 
@@ -885,13 +895,14 @@ def test_a_conversation_in_which_nothing_is_final_leaves_nothing(db):
     assert _sessions(db) == []
 
 
-def test_a_store_that_fails_at_the_first_turn_stores_neither_the_session_nor_the_turn(db):
-    store, pages = _full_store(db)
-    fillers = len(_sessions(db))
+def test_a_store_that_fails_at_the_first_turn_stores_neither_the_session_nor_the_turn(sqlite_db):
+    store, pages = _full_store(sqlite_db)
+    fillers = len(_sessions(sqlite_db))
     sid, history, recorder = open_history(store, None)
     history.add(user("a long first turn " * 50))
     assert not recorder.flush() and isinstance(recorder.error, StoreFull)
-    assert not recorder.stored and len(_sessions(db)) == fillers and sid not in dict(_sessions(db))  # rolled back
+    rows = _sessions(sqlite_db)
+    assert not recorder.stored and len(rows) == fillers and sid not in dict(rows)  # rolled back
     store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")
     assert recorder.flush() and recorder.error is None and recorder.stored
     assert store.turns(sid) == history.turns
@@ -943,16 +954,16 @@ def test_prune_removes_the_sessions_with_no_turns_untouched_for_a_while(db):
     store.close()
 
 
-def test_prune_soon_runs_on_the_writer_thread(db, caplog):
-    store = ConversationStore.open(db)
+def test_prune_soon_runs_on_the_writer_thread(sqlite_db, caplog):
+    store = ConversationStore.open(sqlite_db)
     store.create_session("old")
-    _age(db, "old", 3600)
+    _age(sqlite_db, "old", 3600)
     seen = _trace(store)
     caller = threading.current_thread().name
     with caplog.at_level("INFO", logger="voice.app.store"):
         store.prune_soon()
         assert store.flush()
-    assert _sessions(db) == []
+    assert _sessions(sqlite_db) == []
     assert seen and {name for name, _ in seen} == {store._writer.name} != {caller}
     assert "pruned 1 sessions with no turns" in caplog.text
     store.close()
@@ -990,3 +1001,100 @@ def test_prune_beside_live_conversations_never_removes_one(db):
         assert store.turns(sid) == history.turns
     pruner.close()
     store.close()
+
+
+# -- PostgreSQL: a server shared by workers ------------------------------------
+
+
+def test_a_database_url_of_another_kind_is_refused_in_one_line_and_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for url in ("mysql://me:secret@db.example/voice", "file:///tmp/x.db", "redis://localhost"):
+        with pytest.raises(UnsupportedDatabase, match="is not a database this program") as e:
+            ConversationStore.open(url)
+        assert "secret" not in str(e.value) and "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # no folder named "mysql:" (it was once made for postgresql://)
+
+
+def test_a_sqlite_url_is_a_file(tmp_path):
+    with ConversationStore.open(f"sqlite://{tmp_path}/c.db") as s:
+        s.create_session("a")
+    assert (tmp_path / "c.db").is_file()
+
+
+def test_an_unreachable_server_is_said_with_its_url_and_no_password():
+    with pytest.raises(StoreUnreachable, match="cannot be reached") as e:
+        ConversationStore.open("postgresql://voice:hunter2@127.0.0.1:9/voice", timeout=0.5)
+    assert "hunter2" not in str(e.value) and "127.0.0.1:9" in str(e.value)
+
+
+def test_a_server_that_goes_away_mid_conversation_loses_nothing(postgres):
+    """Killed (as by a crash) between two turns: the turn written then is kept in memory and said;
+    once the server is back the next change writes everything, in order, and reads work again."""
+    url = postgres.create_database("goes_away")
+    store = ConversationStore.open(url, timeout=1.0)
+    sid, history, recorder = open_history(store, None)
+    history.add(user("before"))
+    assert recorder.flush() and recorder.error is None
+    postgres.stop("immediate")
+    try:
+        history.add(reply("during"))
+        assert not recorder.flush(15)
+        assert isinstance(recorder.error, StoreUnreachable) and "cannot be reached" in str(recorder.error)
+        assert [t.text for t in recorder.pending] == ["during"]
+        with pytest.raises(StoreUnreachable):
+            store.turns(sid)
+    finally:
+        postgres.start()
+    history.add(user("after"))
+    assert recorder.flush(15) and recorder.error is None and recorder.pending == []
+    assert [t.text for t in store.turns(sid)] == ["before", "during", "after"]
+    store.close()
+
+
+def test_a_session_row_held_by_another_worker_is_a_lock_error_then_written(postgres):
+    import psycopg
+
+    url = postgres.create_database("row_lock")
+    store = ConversationStore.open(url, timeout=0.3)
+    sid, history, recorder = open_history(store, None)
+    history.add(user("first"))
+    assert recorder.flush()
+    other = psycopg.connect(url)  # a transaction of its own, holding the session's row
+    other.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+    history.add(reply("held back"))
+    assert not recorder.flush(10) and isinstance(recorder.error, StoreLocked)
+    other.rollback()
+    other.close()
+    assert recorder.flush(10) and [t.text for t in store.turns(sid)] == ["first", "held back"]
+    store.close()
+
+
+def test_tables_of_another_program_are_refused(postgres):
+    url = postgres.create_database("not_ours")
+    postgres.sql("CREATE TABLE sessions (id TEXT)", "not_ours")
+    with pytest.raises(StoreCorrupt, match="not a conversation store"):
+        ConversationStore.open(url)
+
+
+def test_workers_opening_a_new_database_at_once_create_it_once(postgres):
+    url = postgres.create_database("racing")
+    stores: list[ConversationStore] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(ConversationStore.open(url, timeout=10))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(stores) == 4
+    assert raw(url, "SELECT COUNT(*) FROM schema_version") == [(1,)]
+    stores[0].create_session("x", owner="tok")
+    assert all(s.session("x", owner="tok").owned for s in stores)  # one salt for all
+    for s in stores:
+        s.close()

@@ -222,7 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--device-rate", type=int, help="sample rate to open the devices at (default: theirs)")
     stored = p.add_argument_group("conversations")
     stored.add_argument(
-        "--db", type=Path, help="where conversations are kept (default: $VOICE_DB or ~/.local/share/voice)"
+        "--db",
+        help="where conversations are kept: an SQLite file, or postgresql://user@host:port/dbname to share them "
+        "between workers (default: $VOICE_DB or ~/.local/share/voice/conversations.db)",
     )
     stored.add_argument("--session", help="resume this stored conversation (python -m voice.history list)")
     serve_opts = p.add_argument_group("server (--serve)")
@@ -459,11 +461,13 @@ def _device(value: str | None) -> int | str | None:
 
 def open_store(args: argparse.Namespace):
     """The conversation store, or None (with a one-line warning) when it cannot be used."""
-    from voice.app.store import ConversationStore, StoreError, default_db_path
+    from voice.app.store import ConversationStore, StoreError, UnsupportedDatabase, default_db_path
 
     path = args.db or default_db_path()
     try:
         store = ConversationStore.open(path)
+    except UnsupportedDatabase as e:
+        raise UsageError(str(e)) from e
     except StoreError as e:
         _warn(f"{e}; this conversation is kept in memory only")
         return None

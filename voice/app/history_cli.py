@@ -33,7 +33,6 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from voice.app.store import (
@@ -90,7 +89,7 @@ def _span(t_start: float | None, t_end: float | None) -> str:
 def cmd_list(store: ConversationStore, args: argparse.Namespace) -> int:
     sessions = store.list_sessions(args.limit)
     if not sessions:
-        print(f"no conversations in {store.path}")
+        print(f"no conversations in {store.location}")
         return 0
     rows = [("ID", "CREATED", "UPDATED", "TURNS", "LAST")]
     for s in sessions:
@@ -255,9 +254,9 @@ def cmd_prune(store: ConversationStore, args: argparse.Namespace) -> int:
     if args.dry_run:
         for s in pruned:
             print(f"{s.id}  created {_local(s.created_at)}")
-        print(f"would remove {len(pruned)} {what}, from {store.path} (dry run: nothing removed)")
+        print(f"would remove {len(pruned)} {what}, from {store.location} (dry run: nothing removed)")
     else:
-        print(f"removed {len(pruned)} {what}, from {store.path}")
+        print(f"removed {len(pruned)} {what}, from {store.location}")
     return 0
 
 
@@ -268,9 +267,8 @@ def _parser() -> argparse.ArgumentParser:
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument(
         "--db",
-        type=Path,
         default=argparse.SUPPRESS,
-        help=f"the conversation database (default: $VOICE_DB or {default_db_path()})",
+        help=f"the conversation database: a file, or postgresql://... (default: $VOICE_DB or {default_db_path()})",
     )
     p = argparse.ArgumentParser(prog=PROG, description="The stored conversations.", parents=[db])
     sub = p.add_subparsers(dest="command", required=True, metavar="list|show|export|prune")

@@ -1,8 +1,11 @@
-"""Durable conversations: sessions and their finalized turns in one SQLite file.
+"""Durable conversations: sessions and their finalized turns, in one SQLite file or in PostgreSQL.
 
-One file per deployment (``--db PATH``, :func:`default_db_path` otherwise),
-in WAL mode so that readers (``python -m voice.history``) never block the
-server's writes. A turn is written in one transaction when it is final (the
+One SQLite file per machine (``--db PATH``, :func:`default_db_path`
+otherwise), in WAL mode so that readers (``python -m voice.history``) never
+block the server's writes; or one PostgreSQL database shared by every worker
+(``--db postgresql://user@host:port/dbname``), so that a conversation
+started on one worker resumes on any other (:mod:`voice.app.databases` holds
+what differs between the two). A turn is written in one transaction when it is final (the
 user's at the ASR final, the assistant's at playback end or when it was cut)
 and never before: the store only sees what :class:`voice.core.history.History`
 holds, and that is finalized turns only.
@@ -48,11 +51,12 @@ conversation finalized it, or last changed it (a reply cut after the fact),
 as the recorder was told; ``created_at`` is when the writer took the write
 lock to store it.
 
-Errors. Every :mod:`sqlite3` error becomes a :class:`StoreError` naming the
-file (:class:`StoreCorrupt`, :class:`StoreLocked`, :class:`StoreFull` where
-it is one of those). A session that does not exist or belongs to another
-token is a :class:`SessionError` (:class:`UnknownSession`,
-:class:`ForeignSession`): a wrong request, not a broken store.
+Errors. Every error of the database's driver becomes a :class:`StoreError`
+naming the file or server (:class:`StoreCorrupt`, :class:`StoreLocked`,
+:class:`StoreFull`, :class:`StoreUnreachable` where it is one of those). A
+session that does not exist or belongs to another token is a
+:class:`SessionError` (:class:`UnknownSession`, :class:`ForeignSession`): a
+wrong request, not a broken store.
 
 Threads. Two connections: one for reads, one for writes, each used under its
 own lock by any thread, so that a read never waits behind a write held up by
@@ -60,6 +64,13 @@ another process's lock (WAL readers do not wait for writers). The
 synchronous API (``add_turn``, ``turns``, ...) runs on the caller's thread
 and may wait up to ``timeout`` seconds for another connection's write lock:
 it is for tools, tests and set-up, not for the event loop.
+
+PostgreSQL. The same tables (times as DOUBLE PRECISION), the same
+transactions; a session's writes are serialized by a lock on its row (two
+workers never number its turns at once). Durability is the server's
+(``synchronous_commit``). A connection lost to a restart or a network cut
+fails the write under way (the recorder keeps it, as for a locked file) and
+is made again for the next one.
 """
 
 from __future__ import annotations
@@ -72,8 +83,6 @@ import json
 import logging
 import os
 import queue
-import secrets
-import sqlite3
 import threading
 import time
 import uuid
@@ -83,68 +92,54 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voice.app.databases import (
+    SCHEMA_VERSION,
+    Connection,
+    Database,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreUnreachable,
+    UnsupportedDatabase,
+    open_database,
+)
 from voice.core.history import History, ToolUse, Turn
 
-log = logging.getLogger(__name__)
+__all__ = [  # the store's API, its errors included (defined with the databases)
+    "SCHEMA_VERSION",
+    "AmbiguousSession",
+    "ConversationStore",
+    "ForeignSession",
+    "SessionError",
+    "SessionExists",
+    "SessionRecord",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreFull",
+    "StoreLocked",
+    "StoreUnreachable",
+    "StoredTurn",
+    "TurnRecorder",
+    "UnknownSession",
+    "UnsupportedDatabase",
+    "default_db_path",
+    "open_history",
+]
 
-SCHEMA_VERSION = 3  # 2: turns.finalized_at; 3: tool turns
+log = logging.getLogger(__name__)
 
 # A session with no turns is pruned once it has been left untouched this long (seconds). Sessions
 # are written with their first turn, so none open now is empty; the margin is for one that a
 # server of an earlier version (which wrote the session at connect) holds open beside this one.
 PRUNE_AFTER_S = 600.0
 
-_TURNS_TABLE = """CREATE TABLE turns (
-    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,             -- 1, 2, ... in the session (a removed turn leaves a gap)
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
-    text TEXT NOT NULL,               -- what was said, for the assistant what was heard
-    generated_text TEXT,              -- assistant: everything the LLM produced
-    interrupted INTEGER NOT NULL DEFAULT 0,
-    t_start REAL,                     -- seconds on the session's timeline
-    t_end REAL,
-    audio_s REAL,                     -- the turn's audio: speech heard, or reply played
-    response INTEGER,                 -- assistant: the reply's id in its session
-    extra TEXT,                       -- JSON object: Turn.extra, and a tool turn's call under "tool"
-    created_at REAL NOT NULL,         -- Unix time it was written
-    finalized_at REAL,                -- Unix time it was finalized, or last changed; NULL: stored by version 1
-    PRIMARY KEY (session_id, seq)
-)"""
 
-# One statement each (comments may hold semicolons).
-_SCHEMA = (
-    """CREATE TABLE schema_version (
-    version INTEGER NOT NULL,
-    owner_salt TEXT NOT NULL          -- for the owner hashes: a token is never stored
-)""",
-    """CREATE TABLE sessions (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,         -- Unix time
-    updated_at REAL NOT NULL,         -- Unix time of the last turn written
-    owner TEXT,                       -- a salted hash of the token that created it, or NULL: anyone's
-    system_prompt TEXT,
-    meta TEXT NOT NULL DEFAULT '{}'   -- JSON object
-)""",
-    _TURNS_TABLE,
-)
-
-# From version N to N + 1: the statements, run in one transaction with the version's update.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("ALTER TABLE turns ADD COLUMN finalized_at REAL",),
-    # SQLite cannot change a CHECK: the table is made again, its rows copied (same columns, same order).
-    2: (
-        "ALTER TABLE turns RENAME TO turns_v2",
-        _TURNS_TABLE,
-        "INSERT INTO turns SELECT * FROM turns_v2",
-        "DROP TABLE turns_v2",
-    ),
-}
-
-
-def default_db_path() -> Path:
-    """``$VOICE_DB``, else ``$XDG_DATA_HOME/voice/conversations.db`` (``~/.local/share`` by default)."""
+def default_db_path() -> Path | str:
+    """``$VOICE_DB`` (a path, or a ``postgresql://`` URL), else ``$XDG_DATA_HOME/voice/conversations.db``
+    (``~/.local/share`` by default)."""
     if env := os.environ.get("VOICE_DB"):
-        return Path(env).expanduser()
+        return env if "://" in env else Path(env).expanduser()
     data = Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share").expanduser()
     if not data.is_absolute():  # the XDG spec: a relative path is to be ignored
         data = Path.home() / ".local" / "share"
@@ -152,26 +147,6 @@ def default_db_path() -> Path:
 
 
 # -- errors -----------------------------------------------------------------
-
-
-class StoreError(Exception):
-    """The conversation store failed; the message says what, and names the file."""
-
-    def __init__(self, message: str, path: Path | str | None = None) -> None:
-        super().__init__(message)
-        self.path = Path(path) if path is not None else None
-
-
-class StoreCorrupt(StoreError):
-    """The file is not a (conversation) database, or is damaged."""
-
-
-class StoreLocked(StoreError):
-    """Another connection held the write lock for longer than the timeout."""
-
-
-class StoreFull(StoreError):
-    """The disk (or the database's size limit) is full."""
 
 
 class SessionError(Exception):
@@ -196,31 +171,6 @@ class SessionExists(SessionError):
 
 class AmbiguousSession(SessionError, LookupError):
     """An id prefix that more than one session has."""
-
-
-def _code(e: sqlite3.Error) -> str:
-    return getattr(e, "sqlite_errorname", "") or ""
-
-
-def _translate(e: sqlite3.Error, path: Path, timeout: float) -> StoreError:
-    name, what = _code(e), str(e)
-    if isinstance(e, sqlite3.ProgrammingError) and "closed" in what:
-        return StoreError(f"conversation database {path} is closed", path)
-    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in what or "malformed" in what:
-        return StoreCorrupt(f"conversation database {path} is corrupt ({what}); move it aside to start a new one", path)
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in what:
-        return StoreLocked(
-            f"conversation database {path} is locked by another connection (waited {timeout:g} s: {what})", path
-        )
-    if name.startswith("SQLITE_FULL") or "disk is full" in what or "database or disk is full" in what:
-        return StoreFull(f"conversation database {path}: the disk is full ({what})", path)
-    if name.startswith("SQLITE_CANTOPEN"):
-        return StoreError(f"cannot open conversation database {path} ({what})", path)
-    if name.startswith("SQLITE_READONLY"):
-        return StoreError(f"conversation database {path} is read-only ({what})", path)
-    if name.startswith("SQLITE_IOERR"):
-        return StoreError(f"conversation database {path}: disk I/O error ({what})", path)
-    return StoreError(f"conversation database {path}: {what}", path)
 
 
 # -- records ----------------------------------------------------------------
@@ -366,130 +316,59 @@ class _Writer:
 class ConversationStore:
     """Sessions and their finalized turns in one SQLite file. Open with :meth:`open`."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, reader: sqlite3.Connection, path: Path, salt: str, timeout: float
-    ) -> None:
+    def __init__(self, db: Database, conn: Connection, reader: Connection, salt: str, timeout: float) -> None:
+        self._db = db
         self._conn = conn  # writes (the writer thread's, and the synchronous API's)
         self._reader = reader  # reads: never behind a write that waits for the lock
-        self.path = path
+        self.path = db.path  # the SQLite file; None on a server
+        self.location = db.location  # the file, or the server's URL without its password: for messages
         self._salt = salt
         self.timeout = timeout
         self._lock = threading.RLock()  # the write connection's
         self._read_lock = threading.RLock()
-        self._writer = _Writer(f"voice-store-{path.name}")
+        self._writer = _Writer(f"voice-store-{db.path.name if db.path else 'postgresql'}")
 
     # -- opening ------------------------------------------------------------
 
     @classmethod
     def open(
-        cls, path: Path | str, *, create: bool = True, timeout: float = 1.0, synchronous: str = "NORMAL"
+        cls, location: Path | str, *, create: bool = True, timeout: float = 1.0, synchronous: str = "NORMAL"
     ) -> ConversationStore:
-        """Open (and with ``create``, create: the folder, the file, the schema) the database at ``path``.
+        """Open the conversations at ``location``: an SQLite file's path, or a ``postgresql://`` URL.
 
-        ``timeout``: how long a call waits for another connection's write lock
-        before it raises :class:`StoreLocked`.
+        With ``create``, what is missing is created: the folder, the file,
+        the tables. ``timeout``: how long a call waits for another
+        connection's lock before it raises :class:`StoreLocked`.
+        ``synchronous`` is SQLite's (a server's durability is its own).
         """
-        path = Path(path).expanduser()
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
-        if not path.exists():
-            if not create:
-                raise StoreError(f"no conversation database at {path}", path)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StoreError(f"cannot create the folder for conversation database {path} ({e})", path) from e
-        elif path.is_dir():
-            raise StoreError(f"conversation database {path} is a folder, not a file", path)
-        conns: list[sqlite3.Connection] = []
+        db = open_database(location)
+        if db.path is not None and not create and not db.path.exists():
+            raise StoreError(f"no conversation database at {db.path}", db.path)
+        conns: list[Connection] = []
         try:
-            conns.append(sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False))
-            salt = cls._prepare(conns[0], path, timeout, synchronous.upper(), create)
-            conns.append(sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False))
-            conns[1].execute(f"PRAGMA busy_timeout = {round(timeout * 1000)}")
-            conns[1].execute("PRAGMA query_only = ON")
+            conns.append(db.connect(readonly=False, timeout=timeout))
+            salt = db.prepare(conns[0], create=create, synchronous=synchronous.upper())
+            conns.append(db.connect(readonly=True, timeout=timeout))
         except BaseException as e:
             for conn in conns:
-                conn.close()
-            if isinstance(e, sqlite3.Error):
-                raise _translate(e, path, timeout) from e
+                with contextlib.suppress(Exception):
+                    conn.close()
+            if isinstance(e, db.errors):
+                raise db.translate(e, timeout) from e
             raise
-        return cls(conns[0], conns[1], path, salt, timeout)
-
-    @staticmethod
-    def _prepare(conn: sqlite3.Connection, path: Path, timeout: float, synchronous: str, create: bool) -> str:
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {round(timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"conversation database {path}: cannot use WAL mode (journal mode {mode})", path)
-            conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "schema_version" not in tables:
-                if tables:
-                    raise StoreCorrupt(
-                        f"{path} is an SQLite database but not a conversation database "
-                        f"(it has tables {', '.join(sorted(tables))}); use another --db",
-                        path,
-                    )
-                if not create:
-                    raise StoreError(f"{path} holds no conversations yet (an empty database)", path)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # another process may have created it while we waited for the lock
-                    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone():
-                        for statement in _SCHEMA:
-                            conn.execute(statement)
-                        conn.execute(
-                            "INSERT INTO schema_version (version, owner_salt) VALUES (?, ?)",
-                            (SCHEMA_VERSION, secrets.token_hex(16)),
-                        )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    raise
-            row = conn.execute("SELECT version, owner_salt FROM schema_version").fetchone()
-            if row is None:
-                raise StoreCorrupt(f"conversation database {path} has no schema version; move it aside", path)
-            version, salt = row
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"conversation database {path} has schema version {version}, newer than this program's "
-                    f"({SCHEMA_VERSION}); upgrade voice to read it",
-                    path,
-                )
-            if version < SCHEMA_VERSION:
-                ConversationStore._migrate(conn)
-            return salt
-        except sqlite3.Error as e:
-            raise _translate(e, path, timeout) from e
-
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION`, in one transaction (a file of an older version opens)."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # another process may have migrated it while we waited for the lock
-            version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
-            for v in range(version, SCHEMA_VERSION):
-                for statement in _MIGRATIONS[v]:
-                    conn.execute(statement)
-            conn.execute("UPDATE schema_version SET version = ?", (max(version, SCHEMA_VERSION),))
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
+        return cls(db, conns[0], conns[1], salt, timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish the writes handed over (waiting up to ``timeout`` seconds for them), then close the file."""
         if not self._writer.close(timeout):
-            log.warning("conversation database %s: writes still pending after %g s are not stored", self.path, timeout)
-        with self._lock, contextlib.suppress(sqlite3.Error):
+            log.warning(
+                "conversation database %s: writes still pending after %g s are not stored", self.location, timeout
+            )
+        with self._lock, contextlib.suppress(*self._db.errors):
             self._conn.close()
-        with self._read_lock, contextlib.suppress(sqlite3.Error):
+        with self._read_lock, contextlib.suppress(*self._db.errors):
             self._reader.close()
 
     def submit(self, job: Callable[[], None]) -> bool:
@@ -513,39 +392,40 @@ class ConversationStore:
     # -- plumbing -------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[Connection]:
         with self._read_lock:
             try:
                 yield self._reader
-            except sqlite3.Error as e:
-                raise _translate(e, self.path, self.timeout) from e
+            except self._db.errors as e:
+                raise self._db.translate(e, self.timeout) from e
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One transaction, holding the write lock from its start (no deadlock on upgrade)."""
+    def _write(self) -> Iterator[Connection]:
+        """One transaction, holding the write lock from its start."""
         with self._lock:
             conn = self._conn
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._db.begin(conn)
                 try:
                     yield conn
                 except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
+                    with contextlib.suppress(*self._db.errors):
                         conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
-            except sqlite3.Error as e:
+            except self._db.errors as e:
                 if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
+                    with contextlib.suppress(*self._db.errors):
                         conn.execute("ROLLBACK")
-                raise _translate(e, self.path, self.timeout) from e
+                raise self._db.translate(e, self.timeout) from e
 
     def _owner_hash(self, token: str) -> str:
         return hmac.new(self._salt.encode(), token.encode(), hashlib.sha256).hexdigest()
 
-    @staticmethod
-    def _require(conn: sqlite3.Connection, session_id: str) -> None:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+    def _require(self, conn: Connection, session_id: str, *, lock: bool = True) -> None:
+        """Raise UnknownSession unless it exists; in a write, lock its row until the commit."""
+        query = "SELECT 1 FROM sessions WHERE id = ?" + (self._db.lock_session if lock else "")
+        if conn.execute(query, (session_id,)).fetchone() is None:
             raise UnknownSession(f"no session {session_id!r}", session_id)
 
     # -- sessions -------------------------------------------------------------
@@ -675,7 +555,7 @@ class ConversationStore:
                 log.warning("sessions with no turns were not pruned: %s", e)
                 return
             if pruned:
-                log.info("pruned %d sessions with no turns from %s", len(pruned), self.path)
+                log.info("pruned %d sessions with no turns from %s", len(pruned), self.location)
 
         self.submit(job)
 
@@ -727,7 +607,7 @@ class ConversationStore:
                 (*row, now if finalized_at is None else finalized_at, session_id, seq),
             )
             if cur.rowcount == 0:
-                raise StoreError(f"session {session_id!r} has no turn {seq}", self.path)
+                raise StoreError(f"session {session_id!r} has no turn {seq}", self.path or self.location)
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
 
     def delete_turn(self, session_id: str, seq: int) -> None:
@@ -740,7 +620,7 @@ class ConversationStore:
     def stored_turns(self, session_id: str) -> list[StoredTurn]:
         """The session's turns in order, with their seq, audio duration and when they were written."""
         with self._read() as conn:
-            self._require(conn, session_id)
+            self._require(conn, session_id, lock=False)
             rows = conn.execute(
                 f"SELECT {_TURN_COLUMNS} FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
@@ -956,7 +836,7 @@ class TurnRecorder:
             return
         with self._lock:
             self._drain_queued = False
-            self._failed(StoreError(f"conversation database {self.store.path} is closed", self.store.path))
+            self._failed(StoreError(f"conversation database {self.store.location} is closed", self.store.location))
 
     def _failed(self, e: StoreError | SessionError) -> None:
         if self.error is None:
@@ -992,7 +872,7 @@ class TurnRecorder:
             with self._lock:
                 if self.error is None:
                     log.exception("session %s: persisting a turn failed", self.session_id)
-                self.error = StoreError(f"persisting a turn failed: {e}", self.store.path)
+                self.error = StoreError(f"persisting a turn failed: {e}", self.store.path or self.store.location)
             return
         with self._lock:
             if self.error is not None and self._owed() is None:
