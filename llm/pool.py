@@ -1,11 +1,23 @@
 """Several OpenAI-compatible vLLM servers behind one :class:`llm.base.LLM`.
 
-Each reply (one ``stream()`` call) goes to the healthy replica with the fewest
-requests in flight from this pool, ties taken in turn, so concurrent sessions
-spread over the servers. A replica that refuses the connection, answers a 5xx
-or whose stream dies is marked unhealthy and skipped until ``GET /health``
-answers 200 again (probed in the background every few seconds; when every
-replica is unhealthy they are tried anyway, rather than failing on stale news).
+Each reply (one ``stream()`` call) goes to the replica that holds its
+conversation's prefix in its cache: a conversation's replies all go to one
+replica, chosen by rendezvous hashing of the conversation's opening messages
+(its system prompt and first question: what every request of it begins
+with), so vLLM's prefix cache there already holds the history and the next
+request prefills only the new turn. The failover bench measured what this is
+worth: a replica with a 12-turn history cached answered in ~109 ms, one
+without in ~1.1 s. Conversations spread over the replicas by their hash. A
+replica that is unhealthy, or holds ``max_imbalance`` more requests in flight
+than the least-loaded one, is passed over for the next in the conversation's
+order (so when a replica goes, only its conversations move, and they come
+back when it does). Without affinity (``affinity=False``) each reply goes to
+the healthy replica with the fewest requests in flight, ties taken in turn.
+
+A replica that refuses the connection, answers a 5xx or whose stream dies
+is marked unhealthy and skipped until ``GET /health`` answers 200 again
+(probed in the background every few seconds; when every replica is
+unhealthy they are tried anyway, rather than failing on stale news).
 
 A reply whose replica fails before its first delta is sent again to the next
 one, unseen by the caller. One that fails mid-reply (its first words may
@@ -24,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
@@ -54,18 +68,32 @@ class Router:
     request, ``mark_failed``/``mark_healthy`` from requests and probes.
     """
 
-    def __init__(self, urls: Sequence[str]) -> None:
+    def __init__(self, urls: Sequence[str], max_imbalance: int = 4) -> None:
         if not urls:
             raise ValueError("a pool needs at least one replica")
         self.replicas = [ReplicaState(u) for u in urls]
+        self.max_imbalance = max_imbalance  # a conversation's replica may hold this many more than the least
         self._next = 0  # round-robin cursor: where the search for a tie starts
 
-    def pick(self, tried: Collection[int] = ()) -> int | None:
-        """The least-loaded healthy replica not in ``tried``; None when all were tried.
+    def order(self, key: str) -> list[int]:
+        """The replicas in ``key``'s order of preference (rendezvous hashing: stable per key and
+        replica, so a replica that goes or comes moves only the keys it comes first for)."""
 
-        When every untried replica is unhealthy, the least loaded of them:
-        health is only known from the last failure or probe, and trying costs
-        a refused connection, while giving up costs the reply.
+        def weight(i: int) -> bytes:
+            return hashlib.blake2b(f"{key}\0{self.replicas[i].url}".encode(), digest_size=8).digest()
+
+        return sorted(range(len(self.replicas)), key=weight, reverse=True)
+
+    def pick(self, tried: Collection[int] = (), key: str | None = None) -> int | None:
+        """The replica for the next request not in ``tried``; None when all were tried.
+
+        With ``key`` (a conversation's), the first healthy replica in its
+        order that is not overloaded (``max_imbalance`` more in flight than
+        the least-loaded healthy one). Without, or when none qualifies, the
+        least-loaded healthy replica. When every untried replica is unhealthy,
+        the least loaded of them: health is only known from the last failure
+        or probe, and trying costs a refused connection, while giving up costs
+        the reply.
         """
         n = len(self.replicas)
         untried = [i for i in range(n) if i not in tried]
@@ -73,6 +101,10 @@ class Router:
             return None
         candidates = [i for i in untried if self.replicas[i].healthy] or untried
         least = min(self.replicas[i].in_flight for i in candidates)
+        if key is not None:
+            for i in self.order(key):
+                if i in candidates and self.replicas[i].in_flight - least < self.max_imbalance:
+                    return i
         ties = [i for i in candidates if self.replicas[i].in_flight == least]
         chosen = min(ties, key=lambda i: (i - self._next) % n)
         self._next = (chosen + 1) % n
@@ -100,6 +132,19 @@ class Router:
         return [i for i, r in enumerate(self.replicas) if not r.healthy]
 
 
+def conversation_key(messages: Sequence[dict[str, Any]]) -> str:
+    """What names a conversation for routing: its opening, up to and with its first question,
+    which every request of it begins with (the first one included).
+
+    Two conversations that open alike share that prefix in the cache too, so sharing a replica
+    costs nothing. Once the history is cut to fit the context its opening changes, and so does
+    its key: its old prefix is of no use anywhere by then.
+    """
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages) - 1)
+    head = json.dumps(list(messages[: first + 1]), sort_keys=True, default=str)
+    return hashlib.blake2b(head.encode(), digest_size=16).hexdigest()
+
+
 def is_replica_failure(error: LLMError) -> bool:
     """Whether another replica may succeed where this one failed.
 
@@ -123,10 +168,14 @@ class LLMPool:
         context_tokens: int = 2048,
         probe_interval_s: float = 2.0,
         probe_timeout_s: float = 2.0,
+        affinity: bool = True,
+        max_imbalance: int = 4,
     ) -> None:
+        """``affinity``: a conversation's replies go to the replica that holds its prefix (see the module)."""
         self.generation = generation or GenerationConfig()
         self.clients = [OpenAIChatClient(u, model, self.generation, api_key, timeout_s, context_tokens) for u in urls]
-        self.router = Router([u.rstrip("/") for u in urls])
+        self.router = Router([u.rstrip("/") for u in urls], max_imbalance)
+        self.affinity = affinity
         self.name = "pool:" + ",".join(c.base_url for c in self.clients)
         self.probe_interval_s = probe_interval_s
         self._health = httpx.AsyncClient(timeout=probe_timeout_s, trust_env=False)
@@ -149,8 +198,9 @@ class LLMPool:
         tried: list[int] = []
         errors: list[str] = []
         calling = False  # a tool call's pieces have been given out
+        key = conversation_key(messages) if self.affinity else None
         while True:
-            i = self.router.pick(tried)
+            i = self.router.pick(tried, key)
             if i is None:
                 raise LLMError(f"no LLM replica could serve the request; tried {len(tried)}: " + "; ".join(errors))
             tried.append(i)

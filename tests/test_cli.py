@@ -228,7 +228,7 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
             assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    assert r.read() == b"ok\n"
+                    assert json.loads(r.read())["status"] == "ready"
                     break
             except OSError:
                 time.sleep(1)

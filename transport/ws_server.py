@@ -18,8 +18,10 @@ import contextlib
 import dataclasses
 import hmac
 import ipaddress
+import json
 import logging
 import mimetypes
+import os
 import sys
 import time
 import uuid
@@ -133,11 +135,18 @@ class ServerConfig:
     token: str | None = None  # required on connect when set; must be set off loopback
     allow_origins: tuple[str, ...] = ()  # browser origins besides the server's own
     max_sessions: int = 8
+    # Where clients reach this worker when it stands behind a front door (a reverse proxy): its
+    # host[:port] is the name they ask for and its page's origin. None: the worker's own address.
+    public_url: str | None = None
     limits: Limits = field(default_factory=Limits)
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: Tools | None = None  # what the model may call in every session (--tools)
 
     def check(self) -> None:
+        if self.public_url is not None:
+            parts = urlsplit(self.public_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+                raise ValueError(f"--public-url {self.public_url!r}: give http(s)://host[:port] of the front door")
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"binding to {self.host} exposes the assistant to the network: "
@@ -187,6 +196,8 @@ class VoiceServer:
         self.closed: dict[str, ClosedSession] = {}
         self._server: Server | None = None
         self.port = self.config.port
+        self.draining = False  # no new session; the live ones are finished (drain())
+        self._public = urlsplit(self.config.public_url) if self.config.public_url else None
 
     async def start(self) -> None:
         cfg = self.config
@@ -216,18 +227,51 @@ class VoiceServer:
             self._server.close()  # closes every connection with 1001 (going away)
             await self._server.wait_closed()
 
+    async def drain(self, timeout_s: float) -> int:
+        """Take no new session and let the live ones finish, for ``timeout_s`` at most.
+
+        ``/health`` says ``draining`` (a front door stops sending sessions
+        here) and a new connection is refused with 503 (a front door that
+        retries sends it to another worker). Returns how many sessions were
+        still live at the deadline: :meth:`close` ends them with 1001, and
+        their clients resume on another worker with their session id.
+        """
+        self.draining = True
+        log.info("draining: %d live sessions, %g s to finish", len(self.connections), timeout_s)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        return len(self.connections)
+
+    def health(self) -> dict[str, Any]:
+        """What a front door or an orchestrator reads at ``GET /health``: may it send a session here?"""
+        in_use, capacity = len(self.connections), self.config.max_sessions
+        status = "draining" if self.draining else "full" if in_use >= capacity else "ready"
+        return {"status": status, "sessions": in_use, "capacity": capacity, "pid": os.getpid()}
+
     # -- the HTTP side of the handshake -------------------------------------
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
+        if url.path == "/health":  # for front doors and probes, whatever name they use: load, no data
+            return self._health_response()
         host = self._one_header(request, "Host")
         if host is None or not self._host_allowed(host):
             return connection.respond(403, "this host name is not served here\n")
         if url.path in ("/ws", "/v1/realtime"):
             return self._check_access(connection, request, url.query, host)
-        if url.path == "/health":
-            return connection.respond(200, "ok\n")
         return self._static(connection, url.path)
+
+    def _health_response(self) -> Response:
+        """200 while a new session is welcome here; 503 when full or draining (a front door skips it)."""
+        health = self.health()
+        body = (json.dumps(health) + "\n").encode()
+        headers = Headers(
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")]
+        )
+        if health["status"] == "ready":
+            return Response(200, "OK", headers, body)
+        return Response(503, "Service Unavailable", headers, body)
 
     @staticmethod
     def _one_header(request: Request, name: str) -> str | None:
@@ -236,13 +280,16 @@ class VoiceServer:
         return values[0] if len(values) == 1 else None
 
     def _host_allowed(self, host: str) -> bool:
-        """Bound to loopback, only a loopback name at this port may be asked for.
+        """Bound to loopback, only a loopback name at this port may be asked for,
+        or the front door's (``public_url``).
 
         DNS rebinding: a web page whose own name is made to resolve to
         127.0.0.1 reaches this server from the person's browser, with its own
         name in ``Host`` (and in ``Origin``). Off loopback the token guards.
         """
         if not is_loopback(self.config.host):
+            return True
+        if self._public is not None and host.lower() == self._public.netloc.lower():
             return True
         try:
             parts = urlsplit("//" + host)
@@ -258,6 +305,8 @@ class VoiceServer:
         origins = request.headers.get_all("Origin")
         if len(origins) > 1 or (origins and not self._origin_allowed(origins[0], host)):
             return connection.respond(403, "this origin is not allowed\n")
+        if self.draining:
+            return connection.respond(503, "this worker is draining (shutting down): connect again\n")
         if len(self.connections) >= cfg.max_sessions:
             return connection.respond(503, f"the server is at its limit of {cfg.max_sessions} sessions\n")
         return None
@@ -284,6 +333,9 @@ class VoiceServer:
         under the name the client asked for.
         """
         if origin in self.config.allow_origins:
+            return True
+        public = self._public
+        if public is not None and origin.lower() == f"{public.scheme}://{public.netloc}".lower():
             return True
         try:
             parts = urlsplit(origin)
@@ -316,7 +368,7 @@ class VoiceServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         path = urlsplit(ws.request.path).path if ws.request else "/ws"
-        if len(self.connections) >= self.config.max_sessions:  # two handshakes raced past the check
+        if len(self.connections) >= self.config.max_sessions or self.draining:  # raced past the handshake's check
             await ws.close(1013, "too many sessions, try again later")
             return
         session_id = uuid.uuid4().hex

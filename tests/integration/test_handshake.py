@@ -6,6 +6,8 @@ No engines: every request here is answered (or refused) before a session exists.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -47,7 +49,7 @@ async def guarded():
     await srv.close()
 
 
-@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("path", [r for r in ROUTES if r != "/health"])
 async def test_a_rebinding_page_is_refused_on_every_route(server, path):
     # What a browser sends once evil.example resolves to 127.0.0.1.
     evil = f"Host: evil.example:{server.port}\r\nOrigin: http://evil.example:{server.port}\r\n"
@@ -127,3 +129,87 @@ async def test_an_abandoned_request_is_not_answered_and_logged_in_one_line(serve
     await asyncio.sleep(0.05)
     said = [r for r in caplog.records if r.name.startswith(("voice.server", "websockets"))]
     assert [(r.levelname, bool(r.exc_info)) for r in said] == [("INFO", False)]
+
+
+async def get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes]:
+    answer = await raw(port, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_health_tells_a_front_door_the_load_by_any_name_and_nothing_else():
+    srv = VoiceServer(NO_ENGINES, ServerConfig(port=0, max_sessions=1))  # type: ignore[arg-type]
+    await srv.start()
+    try:
+        code, body = await get(srv.port, "/health", host="voice-worker-3.internal")
+        health = json.loads(body)
+        assert code == 200 and health == {"status": "ready", "sessions": 0, "capacity": 1, "pid": os.getpid()}
+        host = f"Host: 127.0.0.1:{srv.port}\r\n"
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)  # one session: the worker is full
+        writer.write(f"GET /ws HTTP/1.1\r\n{host}{UPGRADE}\r\n".encode())
+        assert (await reader.readline()).split()[1] == b"101"
+        for _ in range(50):
+            if srv.connections:
+                break
+            await asyncio.sleep(0.02)
+        code, body = await get(srv.port, "/health")
+        assert code == 503 and json.loads(body)["status"] == "full"
+        writer.close()
+    finally:
+        await srv.close()
+
+
+async def test_a_draining_worker_takes_no_new_session_and_waits_for_the_live_ones():
+    srv = VoiceServer(NO_ENGINES, ServerConfig(port=0))  # type: ignore[arg-type]
+    await srv.start()
+    host = f"Host: 127.0.0.1:{srv.port}\r\n"
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(f"GET /ws HTTP/1.1\r\n{host}{UPGRADE}\r\n".encode())
+        assert (await reader.readline()).split()[1] == b"101"
+        for _ in range(50):
+            if srv.connections:
+                break
+            await asyncio.sleep(0.02)
+        drain = asyncio.create_task(srv.drain(timeout_s=30))
+        await asyncio.sleep(0.2)
+        code, body = await get(srv.port, "/health")
+        assert code == 503 and json.loads(body) | {"pid": 0} == {
+            "status": "draining", "sessions": 1, "capacity": 8, "pid": 0
+        }  # fmt: skip
+        assert await status(srv.port, "/ws", host) == 503  # a front door that retries goes elsewhere
+        assert not drain.done()  # the live session is not cut
+        writer.close()  # its client leaves
+        assert await asyncio.wait_for(drain, 10) == 0
+    finally:
+        await srv.close()
+
+
+async def test_a_drain_that_runs_out_of_time_says_how_many_were_left():
+    srv = VoiceServer(NO_ENGINES, ServerConfig(port=0))  # type: ignore[arg-type]
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n{UPGRADE}\r\n".encode())
+        assert (await reader.readline()).split()[1] == b"101"
+        await asyncio.sleep(0.2)
+        assert await srv.drain(timeout_s=0.3) == 1
+    finally:
+        await srv.close()
+        writer.close()
+
+
+async def test_behind_a_front_door_its_name_and_origin_are_the_workers_own():
+    config = ServerConfig(port=0, public_url="https://voice.example.com")
+    srv = VoiceServer(NO_ENGINES, config)  # type: ignore[arg-type]
+    await srv.start()
+    try:
+        front = "Host: voice.example.com\r\nOrigin: https://voice.example.com\r\n"
+        assert await status(srv.port, "/ws", front) == 101
+        assert await status(srv.port, "/", "Host: voice.example.com\r\n") == 200
+        assert await status(srv.port, "/ws", "Host: voice.example.com\r\nOrigin: https://evil.example\r\n") == 403
+        assert await status(srv.port, "/ws", "Host: evil.example\r\n") == 403
+    finally:
+        await srv.close()
+    with pytest.raises(ValueError, match="public-url"):
+        ServerConfig(public_url="voice.example.com").check()

@@ -69,7 +69,9 @@ async def make_pool():
     made: list[LLMPool] = []
 
     def make(urls: list[str], **kwargs) -> LLMPool:
-        pool = LLMPool(urls, **{"probe_interval_s": 0.25, **kwargs})
+        # Without affinity unless asked: these tests send one question over and over, which
+        # affinity would keep on one replica.
+        pool = LLMPool(urls, **{"probe_interval_s": 0.25, "affinity": False, **kwargs})
         made.append(pool)
         return pool
 
@@ -252,3 +254,29 @@ async def test_closing_or_cancelling_a_reply_frees_it_everywhere(vllm_server, ma
     assert metric(vllm_server, "vllm:generation_tokens_total") == tokens  # nothing generated after the cancel
     assert column(pool, "failures") == [0, 0]
     assert column(pool, "healthy") == [True, True]
+
+
+async def test_a_conversation_stays_on_its_replica_moves_when_it_dies_and_comes_back(make_pool, make_proxy):
+    proxies = [await make_proxy(), await make_proxy()]
+    pool = make_pool([p.url for p in proxies], affinity=True)
+    messages = [{"role": "system", "content": "Answer in one short sentence."}]
+
+    async def turn(question: str) -> None:
+        messages.append({"role": "user", "content": question})
+        messages.append({"role": "assistant", "content": "".join([d async for d in pool.stream(messages)])})
+
+    for question in ("What is the capital of France?", "And of Spain?", "And of Italy?"):
+        await turn(question)
+    served = column(pool, "served")
+    home = served.index(3)
+    assert sorted(served) == [0, 3]  # every turn on one replica: the one whose cache holds the history
+    port = proxies[home].port
+    await proxies[home].kill()
+    await turn("And of Germany?")
+    assert column(pool, "served")[1 - home] == 1 and not column(pool, "healthy")[home]
+    await make_proxy(port)  # the replica is back
+    deadline = time.monotonic() + 5
+    while not column(pool, "healthy")[home] and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await turn("And of Portugal?")
+    assert column(pool, "served")[home] == 4  # home again

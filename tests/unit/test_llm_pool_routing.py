@@ -8,7 +8,7 @@ import pytest
 
 from llm.base import LLMError
 from llm.openai_http import LLMStatusError, OpenAIChatClient
-from llm.pool import LLMPool, Router, is_replica_failure
+from llm.pool import LLMPool, Router, conversation_key, is_replica_failure
 from voice.shell.engines import EngineConfig, make_llm
 
 URLS = ["http://a:8000", "http://b:8000", "http://c:8000"]
@@ -138,3 +138,62 @@ def test_two_urls_make_a_pool_one_url_a_client():
         "served": 0,
         "failures": 0,
     }
+
+
+# -- affinity: a conversation stays on the replica that caches its prefix ---------------------
+
+
+def conversation(first_question: str, turns: int) -> list[list[dict]]:
+    """The requests of one conversation, turn by turn: each begins with all of the last."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": first_question}]
+    requests = [list(messages)]
+    for k in range(1, turns):
+        messages += [{"role": "assistant", "content": f"answer {k}"}, {"role": "user", "content": f"question {k}"}]
+        requests.append(list(messages))
+    return requests
+
+
+def test_every_request_of_a_conversation_has_one_key_and_conversations_have_their_own():
+    keys = {conversation_key(r) for r in conversation("What is the weather?", 12)}
+    assert len(keys) == 1
+    assert conversation_key(conversation("What time is it?", 1)[0]) not in keys
+
+
+def test_a_conversation_stays_on_one_replica_whatever_the_others_do():
+    r = Router(URLS)
+    key = conversation_key(conversation("What is the weather?", 1)[0])
+    home = r.pick(key=key)
+    for _ in range(20):
+        other = r.pick()  # other traffic, round robin
+        r.acquire(other)
+        assert r.pick(key=key) == home
+        r.release(other, failed=False)
+
+
+def test_conversations_spread_over_the_replicas():
+    r = Router(URLS)
+    homes = [r.pick(key=conversation_key(conversation(f"question number {n}", 1)[0])) for n in range(300)]
+    assert all(60 < homes.count(i) < 140 for i in range(3)), [homes.count(i) for i in range(3)]
+
+
+def test_an_unhealthy_or_overloaded_home_is_passed_over_for_the_next_in_the_keys_order():
+    r = Router(URLS, max_imbalance=2)
+    key = "conversation"
+    home, second, _ = r.order(key)
+    assert r.pick(key=key) == home
+    r.mark_failed(home)
+    assert r.pick(key=key) == second  # the next in its own order, not the least loaded
+    r.mark_healthy(home)
+    assert r.pick(key=key) == home  # back home when it is back
+    r.acquire(home)
+    assert r.pick(key=key) == home  # one more than the others: still home
+    r.acquire(home)
+    assert r.pick(key=key) == second  # two more: spilled over
+    assert r.pick(tried=[home, second], key=key) not in (home, second, None)
+
+
+def test_only_the_keys_of_a_replica_that_goes_move():
+    keys = [f"conversation {n}" for n in range(200)]
+    three, two = Router(URLS), Router(URLS[:2])
+    moved = [k for k in keys if three.pick(key=k) != 2 and three.pick(key=k) != two.pick(key=k)]
+    assert moved == []  # a conversation not on the third replica stays where it was without it

@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="OpenAI-compatible server (such as vLLM's) instead of the embedded engine; repeat for replicas",
     )
+    p.add_argument(
+        "--no-llm-affinity",
+        dest="llm_affinity",
+        action="store_false",
+        help="with several --llm-url: send each reply to the least-loaded server, not to the one that caches "
+        "the conversation",
+    )
     p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
     p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
@@ -235,7 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve_opts.add_argument(
         "--allow-origin", action="append", default=[], help="a browser origin allowed besides the server's own"
     )
-    serve_opts.add_argument("--max-sessions", type=int, default=8)
+    serve_opts.add_argument("--max-sessions", type=int, default=8, help="sessions at once (/health says when full)")
+    serve_opts.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=25.0,
+        help="on SIGTERM take no new session and give the live ones this many seconds to end (default 25)",
+    )
+    serve_opts.add_argument(
+        "--public-url", help="behind a front door (deploy/): the http(s)://host[:port] clients use to reach it"
+    )
     serve_opts.add_argument("--idle-timeout", type=float, default=300.0, help="seconds without a message")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics")
     p.add_argument("--log-json", action="store_true", help="log every event as a JSON line on stderr")
@@ -421,6 +437,7 @@ async def run_serve(
         token=args.token or None,
         allow_origins=tuple(args.allow_origin),
         max_sessions=args.max_sessions,
+        public_url=args.public_url,
         limits=Limits(idle_timeout_s=args.idle_timeout),
         session=session_cfg,
         tools=tools,
@@ -446,13 +463,40 @@ async def run_serve(
         print(f"ready in {rt.cold_s:.1f} s", file=sys.stderr)
         print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
               f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
-        stop = stop_on_signals()
+        drain, stop = drain_on_sigterm()
         try:
-            await stop.wait()
+            await asyncio.wait(
+                [asyncio.ensure_future(drain.wait()), asyncio.ensure_future(stop.wait())],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if drain.is_set() and not stop.is_set():
+                live = len(server.connections)
+                print(f"draining: no new session; {live} live, {args.drain_timeout:g} s to end",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                draining = asyncio.ensure_future(server.drain(args.drain_timeout))
+                await asyncio.wait([draining, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+                left = draining.result() if draining.done() else len(server.connections)
+                print(f"drained: {live - left} sessions ended, {left} cut", file=sys.stderr, flush=True)
         finally:
             print("shutting down ...", file=sys.stderr, flush=True)
             await server.close()
     return 0
+
+
+def drain_on_sigterm() -> tuple[asyncio.Event, asyncio.Event]:
+    """(drain, stop): SIGTERM (an orchestrator, a deploy) asks to drain; Ctrl+C, or a second
+    SIGTERM, to stop now."""
+    import signal
+
+    drain, stop = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_term() -> None:
+        (stop if drain.is_set() else drain).set()
+
+    loop.add_signal_handler(signal.SIGTERM, on_term)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    return drain, stop
 
 
 def _device(value: str | None) -> int | str | None:
@@ -590,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         tool_parser=args.tool_parser,
         llm_url=urls[0] if urls else None,
         llm_urls=tuple(urls[1:]),
+        llm_affinity=args.llm_affinity,
         llm_compile=args.llm_compile,
         device=args.device,
         asr_window_pad_s=None if args.asr_full_window else EngineConfig.asr_window_pad_s,

@@ -37,6 +37,8 @@ class EngineConfig:
     llm_url: str | None = None  # an OpenAI-compatible server instead of the embedded engine
     # More servers of the same model: two or more URLs in all (with llm_url) make an LLMPool.
     llm_urls: tuple[str, ...] = ()
+    # Several servers: a conversation's replies go to the one that caches its prefix (llm/pool.py).
+    llm_affinity: bool = True
     llm_compile: bool = False  # torch.compile in the embedded engine (slow start on the CPU)
     device: str = "auto"
     # Silence encoded after each utterance (None: Whisper's full 30 s window, ~4x slower on a CPU).
@@ -134,7 +136,7 @@ def make_llm(cfg: EngineConfig) -> LLM:
     if len(urls) > 1:
         from llm.pool import LLMPool
 
-        return LLMPool(urls, generation=cfg.generation)
+        return LLMPool(urls, generation=cfg.generation, affinity=cfg.llm_affinity)
     if urls:
         from llm.openai_http import OpenAIChatClient
 
