@@ -12,27 +12,20 @@ the front door.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import ROOT, recordings
-from tests.integration.servers import free_port, launch_vllm_server, stop_server
+from tests.conftest import recordings
+from tests.integration.servers import launch_vllm_server, stop_server
 from transport.client import talk
 from transport.files import load_audio
 from voice.app.store import ConversationStore
+from voice.bench.deployment import FrontDoor, Worker, free_port, worker_args
 from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="module")]
@@ -43,68 +36,17 @@ def _speech(name: str, lead_s: float = 0.0) -> np.ndarray:
     return np.concatenate([np.zeros(round(lead_s * 16000), np.float32), audio])
 
 
-class Worker:
-    """One `voice.run --serve` process of the deployment."""
-
-    def __init__(self, port: int, db: str, llm_url: str, front: str, log: Path) -> None:
-        self.port, self.db, self.llm_url, self.front, self.log = port, db, llm_url, front, log
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Worker:
-        log = open(self.log, "a")  # noqa: SIM115 - the process holds it
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "voice.run", "--serve", "--port", str(self.port), "--db", self.db,
-             "--llm-url", self.llm_url, "--public-url", f"http://{self.front}", "--max-sessions", "1",
-             "--drain-timeout", "60", "--log-json"],
-            cwd=ROOT, stdout=log, stderr=log, start_new_session=True,  # its own group: killed whole
-        )  # fmt: skip
-        return self
-
-    def health(self) -> dict | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as e:  # 503: full or draining, and says so
-            return json.loads(e.read())
-        except OSError:
-            return None
-
-    def wait_ready(self, timeout_s: float = 300) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
-            if (self.health() or {}).get("status") == "ready":
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"worker on {self.port} not ready: {self.log.read_text()[-3000:]}")
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        if sig == signal.SIGKILL:
-            os.killpg(self.proc.pid, sig)  # the whole process group, at once: as a crash or an OOM kill
-        else:
-            self.proc.send_signal(sig)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-
 class Deployment:
-    def __init__(self, workers: list[Worker], front: str, db: str) -> None:
+    def __init__(self, workers: list[Worker], front: FrontDoor, db: str) -> None:
         self.workers, self.front, self.db = workers, front, db
 
     @property
     def url(self) -> str:
-        return f"ws://{self.front}/ws"
+        return self.front.url
 
     def serving(self) -> list[Worker]:
         """The workers that hold a session now."""
-        return [w for w in self.workers if (w.health() or {}).get("sessions")]
+        return [w for w in self.workers if w.sessions]
 
     async def wait_for(self, predicate, timeout_s: float = 60):
         deadline = time.monotonic() + timeout_s
@@ -121,37 +63,25 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def deployment(postgres, tmp_path_factory):
-    if shutil.which("haproxy") is None:
-        pytest.fail("HAProxy is not installed: scripts/setup installs Debian's haproxy")
     work = tmp_path_factory.mktemp("deployment")
     llm_url, llm = launch_vllm_server(llm_model_path("smollm2-135m"), work)
     db = postgres.create_database("workers")
-    front = f"127.0.0.1:{free_port()}"
-    workers = [Worker(free_port(), db, llm_url, front, work / f"worker{i}.log") for i in (1, 2)]
-    env = {
-        **os.environ,
-        "VOICE_FRONT": front,
-        "VOICE_WORKER_1": f"127.0.0.1:{workers[0].port}",
-        "VOICE_WORKER_2": f"127.0.0.1:{workers[1].port}",
-        "VOICE_WORKER_3": f"127.0.0.1:{free_port()}",  # deploy/haproxy.cfg names three; nobody listens here
-        "VOICE_WORKER_SESSIONS": "1",
-    }
-    haproxy_log = open(work / "haproxy.log", "w")  # noqa: SIM115 - the process holds it
-    haproxy = subprocess.Popen(
-        ["haproxy", "-f", str(ROOT / "deploy" / "haproxy.cfg"), "-db"], env=env, stdout=haproxy_log, stderr=haproxy_log
-    )
+    address = f"127.0.0.1:{free_port()}"
+    args = worker_args(db, [llm_url], address, 1, "--drain-timeout", "60")
+    workers = [Worker(free_port(), work / f"worker{i}.log", args) for i in (1, 2)]
+    front = None
     try:
         for w in workers:
             w.start()
         for w in workers:
             w.wait_ready()
-        assert haproxy.poll() is None, (work / "haproxy.log").read_text()
+        front = FrontDoor(address, workers, 1, work / "haproxy.log")
         yield Deployment(workers, front, db)
     finally:
         for w in workers:
             w.stop()
-        haproxy.terminate()
-        haproxy.wait(10)
+        if front is not None:
+            front.close()
         stop_server(llm)
 
 
@@ -162,13 +92,13 @@ async def test_sessions_go_to_workers_with_room_and_a_drained_worker_finishes_it
     first = asyncio.create_task(talk(d.url, _speech("aew_a0003", lead_s=3.0), quiet_s=3.0))
     (a,) = await d.wait_for(d.serving)
     (b,) = [w for w in d.workers if w is not a]
-    a.signal(signal.SIGTERM)  # drain: no new session, the live one goes on
+    a.proc.send_signal(signal.SIGTERM)  # drain: no new session, the live one goes on
     await d.wait_for(lambda: (a.health() or {}).get("status") == "draining")
     await d.wait_checked()
     # A second one goes to the other worker, while the first goes on on the draining one.
     second = asyncio.create_task(talk(d.url, _speech("axb_a0004", lead_s=2.0), quiet_s=3.0))
-    await d.wait_for(lambda: (b.health() or {}).get("sessions") == 1)
-    assert a.health()["sessions"] == 1
+    await d.wait_for(lambda: b.sessions == 1)
+    assert a.sessions == 1
     await d.wait_checked()
     # Every worker is full or draining: a third is refused by the front door, not squeezed in.
     with pytest.raises(InvalidStatus) as refused:
@@ -200,8 +130,7 @@ async def test_a_conversation_resumes_on_another_worker_after_its_own_is_killed(
         stored = [(t.role, t.text) for t in store.turns(before.session)]
     assert [r for r, _ in stored] == ["user", "assistant"]
     served = next(w for w in d.workers if before.session in w.log.read_text())
-    served.signal(signal.SIGKILL)
-    served.proc.wait(10)
+    served.kill()
     # The client comes back with its id through the same front door: the other worker has it.
     after = await talk(d.url, _speech("axb_a0004"), resume=before.session, quiet_s=3.0)
     assert after.session == before.session

@@ -464,20 +464,21 @@ async def run_serve(
         print(f"serving http://{args.host}:{server.port}/ (page), ws://{args.host}:{server.port}/ws, "
               f"ws://{args.host}:{server.port}/v1/realtime", file=sys.stderr, flush=True)  # fmt: skip
         drain, stop = drain_on_sigterm()
+        waits = [asyncio.ensure_future(drain.wait()), asyncio.ensure_future(stop.wait())]
         try:
-            await asyncio.wait(
-                [asyncio.ensure_future(drain.wait()), asyncio.ensure_future(stop.wait())],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if drain.is_set() and not stop.is_set():
                 live = len(server.connections)
                 print(f"draining: no new session; {live} live, {args.drain_timeout:g} s to end",
                       file=sys.stderr, flush=True)  # fmt: skip
                 draining = asyncio.ensure_future(server.drain(args.drain_timeout))
-                await asyncio.wait([draining, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+                waits.append(draining)
+                await asyncio.wait([draining, waits[1]], return_when=asyncio.FIRST_COMPLETED)
                 left = draining.result() if draining.done() else len(server.connections)
                 print(f"drained: {live - left} sessions ended, {left} cut", file=sys.stderr, flush=True)
         finally:
+            for waiting in waits:
+                waiting.cancel()
             print("shutting down ...", file=sys.stderr, flush=True)
             await server.close()
     return 0
