@@ -1,5 +1,5 @@
 """Several voice workers behind one front door, as deploy/ ships them: Debian's HAProxy with
-deploy/haproxy.cfg, two `python -m voice.run --serve` processes sharing one vLLM server and one
+deploy/haproxy.cfg, two `python -m voice.run --serve` processes sharing two vLLM servers and one
 PostgreSQL database (Debian's, on a private port). Real clients speak real recordings through
 the front door.
 
@@ -64,10 +64,13 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(postgres, tmp_path_factory):
     work = tmp_path_factory.mktemp("deployment")
-    llm_url, llm = launch_vllm_server(llm_model_path("smollm2-135m"), work)
+    servers = []
+    for i in (1, 2):  # two vLLM servers: each worker's pool routes a conversation to the one caching it
+        (work / f"vllm{i}").mkdir()
+        servers.append(launch_vllm_server(llm_model_path("smollm2-135m"), work / f"vllm{i}"))
     db = postgres.create_database("workers")
     address = f"127.0.0.1:{free_port()}"
-    args = worker_args(db, [llm_url], address, 1, "--drain-timeout", "60")
+    args = worker_args(db, [url for url, _ in servers], address, 1, "--drain-timeout", "60")
     workers = [Worker(free_port(), work / f"worker{i}.log", args) for i in (1, 2)]
     front = None
     try:
@@ -82,7 +85,8 @@ def deployment(postgres, tmp_path_factory):
             w.stop()
         if front is not None:
             front.close()
-        stop_server(llm)
+        for _, proc in servers:
+            stop_server(proc)
 
 
 async def test_sessions_go_to_workers_with_room_and_a_drained_worker_finishes_its_own(deployment):
