@@ -258,7 +258,7 @@ class VoiceServer:
         host = self._one_header(request, "Host")
         if host is None or not self._host_allowed(host):
             return connection.respond(403, "this host name is not served here\n")
-        if url.path in ("/ws", "/v1/realtime"):
+        if url.path in ("/ws", "/v1/realtime", "/telephony/twilio"):
             return self._check_access(connection, request, url.query, host)
         return self._static(connection, url.path)
 
@@ -378,6 +378,10 @@ class VoiceServer:
             resume = parse_qs(urlsplit(ws.request.path).query).get("session", [None])[0] if ws.request else None
             semantic = self.config.session.end_of_turn is not None
             dialect: Any = RealtimeProtocol(session_id, self.engines.output_rate, self.config.limits, resume, semantic)
+        elif path == "/telephony/twilio":
+            from transport.twilio import TwilioProtocol
+
+            dialect = TwilioProtocol(session_id, self.engines.output_rate, self.config.limits)
         else:
             dialect = VoiceProtocol(session_id, self.engines.output_rate, self.config.limits)
         conn = Connection(self, ws, session_id, dialect)
@@ -550,6 +554,8 @@ class Connection:
         for action in actions:
             if isinstance(action, Send):
                 self._send(action.message)
+            elif isinstance(action, PlayedReport):  # a dialect that knows what was played (Twilio's marks)
+                self._played(action)
 
     async def _configure(self, cfg: Configure) -> None:
         if self.session is not None:  # a later session.update: what may change mid-session

@@ -1,0 +1,234 @@
+"""Twilio Media Streams: the dialect on Twilio's published message formats (pure), and a call
+over a real WebSocket to the server with stand-in engines: the caller's mu-law in, the reply's
+mu-law and marks out, what was heard taken from the marks' echoes, and a ``clear`` at a
+barge-in after which nothing the caller did not hear is counted as heard."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+
+import numpy as np
+import soxr
+from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
+from websockets.asyncio.client import connect
+
+from transport import g711
+from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
+from transport.twilio import LEAD_S, TwilioProtocol
+from transport.ws_server import ServerConfig, VoiceServer
+from voice.core.audio import ASR_RATE
+from voice.core.events import PlaybackStopped, TurnEnd
+from voice.shell.session import SessionConfig
+
+SID = "MZ18ad3ab5a668481ce02b83e7395059f0"
+START = {
+    "event": "start",
+    "sequenceNumber": "1",
+    "start": {
+        "accountSid": "AC123",
+        "streamSid": SID,
+        "callSid": "CA456",
+        "tracks": ["inbound"],
+        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+        "customParameters": {"caller": "+15550100"},
+    },
+    "streamSid": SID,
+}
+
+
+def media(samples_8k: np.ndarray, n: int = 2) -> str:
+    payload = base64.b64encode(g711.encode(samples_8k)).decode()
+    chunk = {"track": "inbound", "chunk": str(n), "timestamp": str(20 * n), "payload": payload}
+    return json.dumps({"event": "media", "sequenceNumber": str(n + 1), "media": chunk, "streamSid": SID})
+
+
+def mark(name: str) -> str:
+    return json.dumps({"event": "mark", "sequenceNumber": "9", "streamSid": SID, "mark": {"name": name}})
+
+
+def started() -> TwilioProtocol:
+    proto = TwilioProtocol("s" * 32, 24000)
+    assert proto.receive_text(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})) == []
+    (configure,) = proto.receive_text(json.dumps(START))
+    assert configure == Configure(8000, acks=True, lead_s=LEAD_S)
+    return proto
+
+
+def test_start_configures_a_session_at_8k_and_keeps_the_calls_metadata():
+    proto = started()
+    assert proto.stream_sid == SID
+    assert proto.call == {"call_sid": "CA456", "account_sid": "AC123", "custom_parameters": {"caller": "+15550100"}}
+
+
+def test_the_callers_mulaw_is_the_sessions_audio():
+    proto = started()
+    x = (0.3 * np.sin(2 * np.pi * 440 * np.arange(160) / 8000)).astype(np.float32)
+    (audio,) = proto.receive_text(media(x))
+    assert isinstance(audio, AudioIn) and len(audio.samples) == 160
+    assert np.max(np.abs(audio.samples - x)) < 0.02
+    outbound = json.loads(media(x)) | {"media": {"track": "outbound", "payload": ""}}
+    assert proto.receive_text(json.dumps(outbound)) == []  # not the caller
+
+
+def test_reply_audio_goes_out_as_mulaw_then_a_mark_named_with_the_samples_sent():
+    proto = started()
+    sent = [json.loads(s.message) for _ in range(3) for s in proto.audio(np.zeros(480, np.float32), 1)]
+    assert [m["event"] for m in sent] == ["media", "mark"] * 3 and all(m["streamSid"] == SID for m in sent)
+    assert [m["mark"]["name"] for m in sent[1::2]] == ["480", "960", "1440"]
+    assert [len(base64.b64decode(m["media"]["payload"])) for m in sent[::2]] == [160] * 3  # 20 ms at 8 kHz, now
+
+
+def test_the_reply_is_downsampled_cleanly():
+    down = g711.To8k(24000)
+    t = np.arange(24000) / 24000
+    in_band = np.sin(2 * np.pi * 300 * t).astype(np.float32)
+    alias = np.sin(2 * np.pi * 7000 * t).astype(np.float32)  # above 4 kHz: must not fold into the band
+    out = np.concatenate([down(in_band[i : i + 480]) for i in range(0, 24000, 480)])
+    assert len(out) == 8000
+    ref = np.sin(2 * np.pi * 300 * (np.arange(8000) / 8000 - 48 / 24000))  # 2 ms late (48 samples)
+    assert np.max(np.abs(out[100:] - ref[100:])) < 0.01
+    folded = np.concatenate([down(alias[i : i + 333]) for i in range(0, 24000, 333)])
+    assert np.sqrt(np.mean(folded[100:] ** 2)) < 0.01
+
+
+def chunks(proto: TwilioProtocol, n: int) -> list[str]:
+    """Send ``n`` chunks of reply audio; the names of their marks."""
+    out = [json.loads(s.message) for _ in range(n) for s in proto.audio(np.zeros(480, np.float32), 1)]
+    return [m["mark"]["name"] for m in out if m["event"] == "mark"]
+
+
+def test_a_marks_echo_is_what_the_caller_heard():
+    proto = started()
+    names = chunks(proto, 4)
+    first, second = int(names[0]), int(names[1])
+    assert proto.receive_text(mark(names[0])) == [PlayedReport(first, 0)]
+    assert proto.receive_text(mark(names[1])) == [PlayedReport(second, 0)]
+    assert proto.receive_text(mark(names[0])) == []  # old news
+    assert proto.receive_text(mark("99999")) == []  # not ours: never more than was sent
+
+
+def test_a_clear_counts_what_twilio_held_as_dropped_and_ignores_the_marks_it_echoes_at_once():
+    proto = started()
+    names = chunks(proto, 5)
+    proto.receive_text(mark(names[0]))
+    heard = int(names[0])
+    actions = proto.event(PlaybackStopped(t=1.0, response=1))
+    assert json.loads(actions[0].message) == {"event": "clear", "streamSid": SID}
+    assert actions[1] == PlayedReport(heard, 5 * 480 - heard)  # everything not acknowledged: dropped
+    for name in names[1:]:  # Twilio echoes the pending marks on a clear, played or not
+        assert proto.receive_text(mark(name)) == []
+    (name,) = chunks(proto, 1)  # the next reply
+    assert proto.receive_text(mark(name)) == [PlayedReport(heard + 480, 5 * 480 - heard)]
+
+
+def test_dtmf_is_a_typed_turn_and_stop_ends_the_session():
+    proto = started()
+    dtmf = {"event": "dtmf", "streamSid": SID, "sequenceNumber": "5", "dtmf": {"track": "inbound_track", "digit": "1"}}
+    assert proto.receive_text(json.dumps(dtmf)) == [UserText("(The caller pressed 1 on the phone's keypad.)")]
+    assert proto.digits == ["1"]
+    stop = {"event": "stop", "sequenceNumber": "6", "streamSid": SID, "stop": {"accountSid": "AC123", "callSid": "CA4"}}
+    assert proto.receive_text(json.dumps(stop)) == [Close(1000, "the call ended")]
+
+
+def test_bad_frames_are_dropped_never_raised():
+    proto = started()
+    bad_frames = [
+        "not json", "[]", '{"event": 3}', '{"event": "media"}', '{"event": "media", "media": {"payload": "%%"}}',
+        '{"event": "mark", "mark": {"name": "abc"}}', '{"event": "dtmf", "dtmf": {}}', '{"event": "nope"}',
+    ]  # fmt: skip
+    for bad in bad_frames:
+        assert proto.receive_text(bad) == [], bad
+    assert proto.receive_binary(b"\x00\x01") == []
+    other = json.loads(json.dumps(START))
+    other["start"]["mediaFormat"]["encoding"] = "audio/x-alaw"
+    assert isinstance(TwilioProtocol("s", 24000).receive_text(json.dumps(other))[0], Close)
+
+
+# -- a call over a real WebSocket ------------------------------------------------------------
+
+
+def to_8k(audio_16k: np.ndarray) -> np.ndarray:
+    return soxr.resample(audio_16k, ASR_RATE, 8000).astype(np.float32)
+
+
+async def call(server: VoiceServer, caller: np.ndarray, hear_s: float | None = None) -> list[dict]:
+    """Dial in, say ``caller`` (8 kHz) in real time, play the reply and echo its marks as Twilio
+    does (once played, in real time); with ``hear_s``, stop echoing after that much reply. Hang up
+    when the caller's audio is over. Returns what the server sent."""
+    received: list[dict] = []
+    async with connect(f"ws://127.0.0.1:{server.port}/telephony/twilio") as ws:
+        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+        await ws.send(json.dumps(START))
+        heard = {"samples": 0, "played_until": 0.0}
+
+        async def listen() -> None:
+            """Twilio's player: each chunk plays after the ones before it, in real time; its mark
+            is echoed once it has played; a clear drops what is queued."""
+            async for message in ws:
+                m = json.loads(message)
+                received.append(m)
+                now = loop.time()
+                if m["event"] == "media":
+                    n = len(base64.b64decode(m["media"]["payload"]))
+                    heard["samples"] += n
+                    heard["played_until"] = max(heard["played_until"], now) + n / 8000
+                elif m["event"] == "clear":
+                    heard["played_until"] = now
+                elif m["event"] == "mark" and (hear_s is None or heard["samples"] < hear_s * 8000):
+                    await asyncio.sleep(max(0.0, heard["played_until"] - now))
+                    await ws.send(mark(m["mark"]["name"]))
+
+        loop = asyncio.get_running_loop()
+        listener = asyncio.create_task(listen())
+        t0 = loop.time()
+        for i in range(0, len(caller), 160):
+            await ws.send(media(caller[i : i + 160], i // 160))
+            await asyncio.sleep(max(0.0, t0 + (i // 160 + 1) * 0.02 - loop.time()))
+        await ws.send(json.dumps({"event": "stop", "streamSid": SID, "stop": {"callSid": "CA456"}}))
+        await asyncio.sleep(0.3)
+        listener.cancel()
+    return received
+
+
+async def test_a_call_is_heard_answered_in_mulaw_and_stored_as_heard():
+    engines = StandInEngines(StandInRecognizer({300: "what time is it", 600: "stop stop"}), StandInLLM(["It is noon."]))
+    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None))
+    server = VoiceServer(engines, config)  # type: ignore[arg-type]
+    events: list = []
+    server.on_event = lambda sid, e: events.append(e)
+    await server.start()
+    try:
+        received = await call(server, to_8k(np.concatenate([tone(1.2), silence(4.0)])))
+    finally:
+        await server.close()
+        await engines.aclose()
+    kinds = [m["event"] for m in received]
+    assert "media" in kinds and "mark" in kinds and "clear" not in kinds
+    (record,) = server.closed.values()
+    turns = [(t.role, t.text) for t in record.history.turns]
+    assert turns == [("user", "what time is it"), ("assistant", "It is noon.")]
+    (end,) = [e for e in events if isinstance(e, TurnEnd)]
+    assert not end.interrupted
+
+
+async def test_a_barge_in_clears_twilios_buffer_and_the_reply_is_stored_as_the_marks_said():
+    long_reply = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen."
+    engines = StandInEngines(StandInRecognizer({300: "tell me a story", 600: "stop stop"}), StandInLLM([long_reply]))
+    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None))
+    server = VoiceServer(engines, config)  # type: ignore[arg-type]
+    await server.start()
+    try:
+        # The question, then the caller speaks over the reply 1.5 s into it.
+        caller = np.concatenate([tone(1.2), silence(2.0), tone(1.2, hz=600.0), silence(3.0)])
+        received = await call(server, to_8k(caller))
+    finally:
+        await server.close()
+        await engines.aclose()
+    kinds = [m["event"] for m in received]
+    assert "clear" in kinds, kinds
+    (record,) = server.closed.values()
+    reply = next(t for t in record.history.turns if t.role == "assistant")
+    assert reply.interrupted and reply.text and len(reply.text.split()) < len(long_reply.split())
+    assert [t.text for t in record.history.turns if t.role == "user"][-1] == "stop stop"
