@@ -5,47 +5,19 @@ barge-in after which nothing the caller did not hear is counted as heard."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
 import numpy as np
-import soxr
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
-from websockets.asyncio.client import connect
 
+from tests.twilio_caller import SID, START, call, mark, media, to_8k
 from transport import g711
 from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
 from transport.twilio import LEAD_S, TwilioProtocol
 from transport.ws_server import ServerConfig, VoiceServer
-from voice.core.audio import ASR_RATE
 from voice.core.events import PlaybackStopped, TurnEnd
 from voice.shell.session import SessionConfig
-
-SID = "MZ18ad3ab5a668481ce02b83e7395059f0"
-START = {
-    "event": "start",
-    "sequenceNumber": "1",
-    "start": {
-        "accountSid": "AC123",
-        "streamSid": SID,
-        "callSid": "CA456",
-        "tracks": ["inbound"],
-        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
-        "customParameters": {"caller": "+15550100"},
-    },
-    "streamSid": SID,
-}
-
-
-def media(samples_8k: np.ndarray, n: int = 2) -> str:
-    payload = base64.b64encode(g711.encode(samples_8k)).decode()
-    chunk = {"track": "inbound", "chunk": str(n), "timestamp": str(20 * n), "payload": payload}
-    return json.dumps({"event": "media", "sequenceNumber": str(n + 1), "media": chunk, "streamSid": SID})
-
-
-def mark(name: str) -> str:
-    return json.dumps({"event": "mark", "sequenceNumber": "9", "streamSid": SID, "mark": {"name": name}})
 
 
 def started() -> TwilioProtocol:
@@ -149,49 +121,6 @@ def test_bad_frames_are_dropped_never_raised():
 # -- a call over a real WebSocket ------------------------------------------------------------
 
 
-def to_8k(audio_16k: np.ndarray) -> np.ndarray:
-    return soxr.resample(audio_16k, ASR_RATE, 8000).astype(np.float32)
-
-
-async def call(server: VoiceServer, caller: np.ndarray, hear_s: float | None = None) -> list[dict]:
-    """Dial in, say ``caller`` (8 kHz) in real time, play the reply and echo its marks as Twilio
-    does (once played, in real time); with ``hear_s``, stop echoing after that much reply. Hang up
-    when the caller's audio is over. Returns what the server sent."""
-    received: list[dict] = []
-    async with connect(f"ws://127.0.0.1:{server.port}/telephony/twilio") as ws:
-        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
-        await ws.send(json.dumps(START))
-        heard = {"samples": 0, "played_until": 0.0}
-
-        async def listen() -> None:
-            """Twilio's player: each chunk plays after the ones before it, in real time; its mark
-            is echoed once it has played; a clear drops what is queued."""
-            async for message in ws:
-                m = json.loads(message)
-                received.append(m)
-                now = loop.time()
-                if m["event"] == "media":
-                    n = len(base64.b64decode(m["media"]["payload"]))
-                    heard["samples"] += n
-                    heard["played_until"] = max(heard["played_until"], now) + n / 8000
-                elif m["event"] == "clear":
-                    heard["played_until"] = now
-                elif m["event"] == "mark" and (hear_s is None or heard["samples"] < hear_s * 8000):
-                    await asyncio.sleep(max(0.0, heard["played_until"] - now))
-                    await ws.send(mark(m["mark"]["name"]))
-
-        loop = asyncio.get_running_loop()
-        listener = asyncio.create_task(listen())
-        t0 = loop.time()
-        for i in range(0, len(caller), 160):
-            await ws.send(media(caller[i : i + 160], i // 160))
-            await asyncio.sleep(max(0.0, t0 + (i // 160 + 1) * 0.02 - loop.time()))
-        await ws.send(json.dumps({"event": "stop", "streamSid": SID, "stop": {"callSid": "CA456"}}))
-        await asyncio.sleep(0.3)
-        listener.cancel()
-    return received
-
-
 async def test_a_call_is_heard_answered_in_mulaw_and_stored_as_heard():
     engines = StandInEngines(StandInRecognizer({300: "what time is it", 600: "stop stop"}), StandInLLM(["It is noon."]))
     config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None))
@@ -200,7 +129,7 @@ async def test_a_call_is_heard_answered_in_mulaw_and_stored_as_heard():
     server.on_event = lambda sid, e: events.append(e)
     await server.start()
     try:
-        received = await call(server, to_8k(np.concatenate([tone(1.2), silence(4.0)])))
+        received = await call(server.port, to_8k(np.concatenate([tone(1.2), silence(4.0)])))
     finally:
         await server.close()
         await engines.aclose()
@@ -222,7 +151,7 @@ async def test_a_barge_in_clears_twilios_buffer_and_the_reply_is_stored_as_the_m
     try:
         # The question, then the caller speaks over the reply 1.5 s into it.
         caller = np.concatenate([tone(1.2), silence(2.0), tone(1.2, hz=600.0), silence(3.0)])
-        received = await call(server, to_8k(caller))
+        received = await call(server.port, to_8k(caller))
     finally:
         await server.close()
         await engines.aclose()
