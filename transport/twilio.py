@@ -66,7 +66,6 @@ class TwilioProtocol:
         self._played = 0  # of those, played: acknowledged by a mark's echo
         self._dropped = 0  # of those, dropped by a clear before they were acknowledged
         self._ignore_upto = 0  # marks up to this many samples sent were pending at a clear
-        self.stopped = False
 
     # -- Twilio -> server ------------------------------------------------
 
@@ -148,7 +147,6 @@ class TwilioProtocol:
         return [UserText(f"(The caller pressed {digit} on the phone's keypad.)")]
 
     def _on_stop(self, message: dict[str, Any]) -> list[Action]:
-        self.stopped = True
         return [Close(1000, "the call ended")]
 
     # -- server -> Twilio ----------------------------------------------------

@@ -154,6 +154,12 @@ class ServerConfig:
             )
 
 
+def _response(status: int, reason: str, kind: str, body: bytes, cache: str) -> Response:
+    """An HTTP response with a body of ``kind`` (its Content-Type) and its Cache-Control."""
+    headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), ("Cache-Control", cache)])
+    return Response(status, reason, headers, body)
+
+
 EventHook = Callable[[str, Event], None]  # (session id, pipeline event), for logs and tests
 
 
@@ -266,12 +272,9 @@ class VoiceServer:
         """200 while a new session is welcome here; 503 when full or draining (a front door skips it)."""
         health = self.health()
         body = (json.dumps(health) + "\n").encode()
-        headers = Headers(
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")]
-        )
         if health["status"] == "ready":
-            return Response(200, "OK", headers, body)
-        return Response(503, "Service Unavailable", headers, body)
+            return _response(200, "OK", "application/json", body, "no-store")
+        return _response(503, "Service Unavailable", "application/json", body, "no-store")
 
     @staticmethod
     def _one_header(request: Request, name: str) -> str | None:
@@ -361,8 +364,7 @@ class VoiceServer:
         kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind.endswith("javascript"):
             kind += "; charset=utf-8"
-        headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), ("Cache-Control", "no-cache")])
-        return Response(200, "OK", headers, body)
+        return _response(200, "OK", kind, body, "no-cache")
 
     # -- connections -------------------------------------------------------------
 

@@ -137,6 +137,18 @@ async def get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes
     return int(head.split()[1]), body
 
 
+async def live_session(srv: VoiceServer) -> asyncio.StreamWriter:
+    """A WebSocket session opened on ``srv`` (a raw handshake) and counted by it; close the writer to leave."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    writer.write(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n{UPGRADE}\r\n".encode())
+    assert (await reader.readline()).split()[1] == b"101"
+    for _ in range(50):
+        if srv.connections:
+            break
+        await asyncio.sleep(0.02)
+    return writer
+
+
 async def test_health_tells_a_front_door_the_load_by_any_name_and_nothing_else():
     srv = VoiceServer(NO_ENGINES, ServerConfig(port=0, max_sessions=1))  # type: ignore[arg-type]
     await srv.start()
@@ -144,14 +156,7 @@ async def test_health_tells_a_front_door_the_load_by_any_name_and_nothing_else()
         code, body = await get(srv.port, "/health", host="voice-worker-3.internal")
         health = json.loads(body)
         assert code == 200 and health == {"status": "ready", "sessions": 0, "capacity": 1, "pid": os.getpid()}
-        host = f"Host: 127.0.0.1:{srv.port}\r\n"
-        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)  # one session: the worker is full
-        writer.write(f"GET /ws HTTP/1.1\r\n{host}{UPGRADE}\r\n".encode())
-        assert (await reader.readline()).split()[1] == b"101"
-        for _ in range(50):
-            if srv.connections:
-                break
-            await asyncio.sleep(0.02)
+        writer = await live_session(srv)  # one session: the worker is full
         code, body = await get(srv.port, "/health")
         assert code == 503 and json.loads(body)["status"] == "full"
         writer.close()
@@ -164,13 +169,7 @@ async def test_a_draining_worker_takes_no_new_session_and_waits_for_the_live_one
     await srv.start()
     host = f"Host: 127.0.0.1:{srv.port}\r\n"
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
-        writer.write(f"GET /ws HTTP/1.1\r\n{host}{UPGRADE}\r\n".encode())
-        assert (await reader.readline()).split()[1] == b"101"
-        for _ in range(50):
-            if srv.connections:
-                break
-            await asyncio.sleep(0.02)
+        writer = await live_session(srv)
         drain = asyncio.create_task(srv.drain(timeout_s=30))
         await asyncio.sleep(0.2)
         code, body = await get(srv.port, "/health")
@@ -189,10 +188,7 @@ async def test_a_drain_that_runs_out_of_time_says_how_many_were_left():
     srv = VoiceServer(NO_ENGINES, ServerConfig(port=0))  # type: ignore[arg-type]
     await srv.start()
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
-        writer.write(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n{UPGRADE}\r\n".encode())
-        assert (await reader.readline()).split()[1] == b"101"
-        await asyncio.sleep(0.2)
+        writer = await live_session(srv)
         assert await srv.drain(timeout_s=0.3) == 1
     finally:
         await srv.close()

@@ -272,10 +272,9 @@ class _PostgresConnection:
 
     def __init__(self, db: PostgresDatabase, *, readonly: bool, timeout: float) -> None:
         self._db, self._readonly, self._timeout = db, readonly, timeout
-        self._conn: Any = None
         self._in_transaction = False
         self._closed = False
-        self._connect()
+        self._conn: Any = self._connect()
 
     def _connect(self) -> Any:
         psycopg = _psycopg()
@@ -301,7 +300,7 @@ class _PostgresConnection:
             raise psycopg.InterfaceError("the connection is closed")
         conn = self._conn
         word = sql.lstrip()[:8].upper()
-        if conn is None or conn.closed:
+        if conn.closed:
             if self._in_transaction and not word.startswith("ROLLBACK"):
                 raise psycopg.OperationalError("the connection to the server was lost in the middle of a transaction")
             if word.startswith("ROLLBACK"):

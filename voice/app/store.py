@@ -314,7 +314,7 @@ class _Writer:
 
 
 class ConversationStore:
-    """Sessions and their finalized turns in one SQLite file. Open with :meth:`open`."""
+    """Sessions and their finalized turns, in an SQLite file or a PostgreSQL database. Open with :meth:`open`."""
 
     def __init__(self, db: Database, conn: Connection, reader: Connection, salt: str, timeout: float) -> None:
         self._db = db

@@ -12,11 +12,11 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from voice.bench.deployment import free_port
 
 USER = "voice"  # the database superuser the tests connect as (trust authentication, loopback only)
 
@@ -30,12 +30,6 @@ def server_bin() -> Path | None:
     return Path(pg_ctl).parent if pg_ctl else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer:
     """``with PostgresServer() as pg: pg.create_database("t1")`` -> ``pg.url("t1")``."""
 
@@ -44,7 +38,7 @@ class PostgresServer:
         if bindir is None:
             raise RuntimeError("no PostgreSQL server is installed (Debian: apt-get install postgresql)")
         self.bin = bindir
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.root = Path(tempfile.mkdtemp(prefix="voice-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -70,10 +64,6 @@ class PostgresServer:
         """``fast``: a clean shutdown; ``immediate``: as if the server died (clients see their connections cut)."""
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
 
-    @property
-    def running(self) -> bool:
-        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
-
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}"
 
@@ -87,17 +77,6 @@ class PostgresServer:
         """A new empty database; its URL."""
         self.sql(f'CREATE DATABASE "{name}"')
         return self.url(name)
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.sql("SELECT 1")
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
