@@ -1,17 +1,20 @@
 """A caller as Twilio's Media Streams makes one, written from Twilio's published message formats:
 ``connected``, ``start``, the caller's ``media`` (mu-law at 8 kHz, 20 ms a frame, in real time),
 the reply played in real time with each ``mark`` echoed once the audio before it has played,
-``clear`` honoured, and ``stop`` to hang up. For the tests of ``/telephony/twilio``."""
+``clear`` honoured, ``dtmf`` for a key pressed, and ``stop`` to hang up. For the tests of
+``/telephony/twilio``. What the caller does is a script of steps (:class:`Say`, :class:`Listen`...)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import soxr
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from transport import g711
 from voice.core.audio import ASR_RATE
@@ -49,26 +52,74 @@ def to_8k(audio_16k: np.ndarray) -> np.ndarray:
     return soxr.resample(audio_16k, ASR_RATE, 8000).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Say:
+    audio: np.ndarray  # 8 kHz
+
+
+@dataclass(frozen=True)
+class SayOver:
+    """Silence until ``after_s`` of the reply now being played has played, then ``audio`` over it."""
+
+    audio: np.ndarray
+    after_s: float
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Silence until a reply begun during this step has played out (no audio for 1.5 s), ``max_s`` at most."""
+
+    max_s: float
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """Silence for ``seconds``, whatever is said (the server may hang up meanwhile)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Press:
+    digit: str
+
+
+Step = Say | SayOver | Listen | Quiet | Press
+
+
 async def call(
     port: int,
-    caller: np.ndarray,
+    caller: np.ndarray | None = None,
     hear_s: float | None = None,
     interrupt: tuple[np.ndarray, float] | None = None,
     tail_s: float = 0.0,
+    greeted: bool = False,
+    steps: list[Step] | None = None,
+    parameters: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Dial in to the server on ``port``, say ``caller`` (8 kHz) in real time, and play the reply
-    as Twilio does: each chunk after the ones before it, in real time, its mark echoed once it
-    has played; at a ``clear`` the queue is dropped and the pending marks are echoed at once (as
-    Twilio does, played or not). With ``hear_s``, no mark is echoed past that much reply.
-    ``interrupt=(speech, after_s)``: once ``after_s`` of reply has played, say ``speech`` over
-    it. After the caller's audio, silence until a reply to it has played out (no audio for 1.5 s)
-    or ``tail_s`` has passed; then hangs up (``stop``). Returns what the server sent."""
+    """Dial in to the server on ``port`` and play the reply as Twilio does: each chunk after the
+    ones before it, in real time, its mark echoed once it has played; at a ``clear`` the queue
+    is dropped and the pending marks are echoed at once (as Twilio does, played or not). With
+    ``hear_s``, no mark is echoed past that much reply audio.
+
+    What the caller does: ``steps``; or, shorter, with ``greeted`` listen to the greeting first,
+    say ``caller`` (8 kHz) in real time, with ``interrupt=(speech, after_s)`` say ``speech`` over
+    the reply once ``after_s`` of it has played, then listen for ``tail_s`` at most (until a
+    reply has played out). Then hang up (``stop``), unless the server did. ``parameters``: the
+    stream's custom parameters. Returns what the server sent."""
+    if steps is None:
+        assert caller is not None
+        steps = [Listen(15.0)] if greeted else []
+        steps += [Say(caller)] + ([SayOver(*interrupt)] if interrupt else []) + [Listen(tail_s)]
+    start = json.loads(json.dumps(START))
+    if parameters is not None:
+        start["start"]["customParameters"] = parameters
     received: list[dict] = []
     async with connect(f"ws://127.0.0.1:{port}/telephony/twilio") as ws:
         await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
-        await ws.send(json.dumps(START))
+        await ws.send(json.dumps(start))
         loop = asyncio.get_running_loop()
-        state = {"samples": 0, "played_until": 0.0, "last_media": 0.0, "tail_start": 0.0}
+        state = {"samples": 0, "played_until": 0.0, "last_media": 0.0}
         pending: list[tuple[float, str]] = []  # (when it will have played, mark name)
 
         async def listen() -> None:
@@ -97,46 +148,47 @@ async def call(
                 await asyncio.sleep(0.005)
 
         tasks = [asyncio.create_task(listen()), asyncio.create_task(play())]
-
-        def played_s() -> float:
-            return state["samples"] / 8000 - max(0.0, state["played_until"] - loop.time())
-
-        # What the caller says, frame by frame: their audio; with an interruption, silence until
-        # enough reply has played, then the interruption; then ``tail_s`` of silence.
-        t0, frame, pos, phase, waited = loop.time(), 0, 0, "caller", 0.0
+        t0, frame = loop.time(), 0
         silence = np.zeros(160, np.float32)
-        while phase != "done":
-            if phase == "caller":
-                chunk, pos = caller[pos : pos + 160], pos + 160
-                if pos >= len(caller):
-                    phase, pos = ("wait" if interrupt is not None else "tail"), 0
-            elif phase == "wait":
-                assert interrupt is not None
-                chunk, waited = silence, waited + 0.02
-                if played_s() >= interrupt[1]:
-                    phase = "interrupt"
-                elif waited > 30:
-                    raise AssertionError("the reply never played long enough to be interrupted")
-            elif phase == "interrupt":
-                assert interrupt is not None
-                chunk, pos = interrupt[0][pos : pos + 160], pos + 160
-                if pos >= len(interrupt[0]):
-                    phase, pos = "tail", 0
-            else:
-                if pos == 0:
-                    state["tail_start"] = loop.time()
-                chunk, pos = silence, pos + 160
-                now = loop.time()
-                answered = state["last_media"] > state["tail_start"]  # the reply to what was said last
-                replied = answered and now - state["last_media"] > 1.5 and state["played_until"] < now
-                if pos >= tail_s * 8000 or (replied and not pending):
-                    phase = "done"
-            if len(chunk):
-                await ws.send(media(chunk, frame))
+
+        async def send_frame(chunk: np.ndarray) -> None:
+            nonlocal frame
+            await ws.send(media(chunk, frame))
             frame += 1
             await asyncio.sleep(max(0.0, t0 + frame * 0.02 - loop.time()))
-        await ws.send(json.dumps({"event": "stop", "streamSid": SID, "stop": {"callSid": "CA456"}}))
-        await asyncio.sleep(0.3)
+
+        try:
+            for step in steps:
+                began, base = loop.time(), state["samples"]
+                if isinstance(step, Say):
+                    for pos in range(0, len(step.audio), 160):
+                        await send_frame(step.audio[pos : pos + 160])
+                elif isinstance(step, SayOver):
+                    while (state["samples"] - base) / 8000 - max(
+                        0.0, state["played_until"] - loop.time()
+                    ) < step.after_s:
+                        await send_frame(silence)
+                        if loop.time() - began > 30:
+                            raise AssertionError("the reply never played long enough to be interrupted")
+                    for pos in range(0, len(step.audio), 160):
+                        await send_frame(step.audio[pos : pos + 160])
+                elif isinstance(step, Listen):
+                    while loop.time() - began < step.max_s:
+                        await send_frame(silence)
+                        now = loop.time()
+                        answered = state["last_media"] > began  # a reply to what was said last
+                        if answered and now - state["last_media"] > 1.5 and state["played_until"] < now and not pending:
+                            break
+                elif isinstance(step, Quiet):
+                    while loop.time() - began < step.seconds:
+                        await send_frame(silence)
+                elif isinstance(step, Press):
+                    dtmf = {"track": "inbound_track", "digit": step.digit}
+                    await ws.send(json.dumps({"event": "dtmf", "streamSid": SID, "sequenceNumber": "7", "dtmf": dtmf}))
+            await ws.send(json.dumps({"event": "stop", "streamSid": SID, "stop": {"callSid": "CA456"}}))
+            await asyncio.sleep(0.3)
+        except ConnectionClosed:
+            pass  # the server hung up
         for task in tasks:
             task.cancel()
     return received

@@ -80,6 +80,10 @@ class Configure:
     resume: str | None = None  # a stored conversation to go on with
     # Tools the client runs itself, as the chat API takes them (None: unchanged; (): none).
     tools: tuple[dict[str, Any], ...] | None = None
+    # A phone call: the server's CallConfig applies (greeting, idle prompts), and ``meta``
+    # (the caller, the call's ids) is kept with the stored conversation.
+    call: bool = False
+    meta: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 import soxr
 
+from transport import g711
 from transport.protocol import (
     Action,
     AudioIn,
@@ -62,6 +63,8 @@ from voice.core.events import (
 
 RATE = 24000  # the Realtime API's audio/pcm
 FORMAT = {"type": "audio/pcm", "rate": RATE}
+# G.711 at 8 kHz (a phone line's audio, as Twilio and SIP trunks send it): one byte a sample.
+G711 = {"audio/pcmu": "ulaw", "audio/pcma": "alaw"}
 MAX_INSTRUCTIONS = 4000  # characters: about 1,000 tokens of the embedded model's 2,048-token context
 
 # -- client events: the schema every text frame is read with (transport/wire.py) --
@@ -197,6 +200,10 @@ class _Reply:
     done: bool = False  # response.done sent: it ended with calls, the reply goes on in another
 
 
+def _format(kind: str) -> dict[str, Any]:
+    return FORMAT if kind == "audio/pcm" else {"type": kind}
+
+
 def _first_words(text: str) -> str:
     return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE] + "…"
 
@@ -222,7 +229,10 @@ class RealtimeProtocol:
         self.limits = limits or Limits()
         self.instructions: str | None = None
         self._events = 0
+        self.output_rate = output_rate
         self._to_24k = None if output_rate == RATE else soxr.ResampleStream(output_rate, RATE, 1, dtype="float32")
+        self.input_format = self.output_format = "audio/pcm"  # or a G711 type (session.update)
+        self._to_8k: g711.To8k | None = None  # for a G.711 output
         self._user_items: dict[int, str] = {}  # utterance -> item id
         self._responses: dict[int, _Reply] = {}  # response -> its ids and what was sent
         self._last_item: str | None = None
@@ -269,11 +279,11 @@ class RealtimeProtocol:
             "tool_choice": self.tool_choice,
             "audio": {
                 "input": {
-                    "format": FORMAT,
+                    "format": _format(self.input_format),
                     "transcription": {"model": "whisper"},
                     "turn_detection": self._turn_detection(),
                 },
-                "output": {"format": FORMAT, "voice": "piper"},
+                "output": {"format": _format(self.output_format), "voice": "piper"},
             },
         }
 
@@ -285,7 +295,10 @@ class RealtimeProtocol:
     # -- client -> server ----------------------------------------------------
 
     def start(self) -> list[Action]:
-        return [Configure(RATE, acks=False, lead_s=self.limits.lead_s, resume=self.resume)]
+        return [Configure(self._input_rate(), acks=False, lead_s=self.limits.lead_s, resume=self.resume)]
+
+    def _input_rate(self) -> int:
+        return g711.G711_RATE if self.input_format in G711 else RATE
 
     def ready(self, session_id: str, history: list[dict[str, Any]]) -> list[Send]:
         """``session.created``, then the stored conversation's items when it is resumed."""
@@ -317,6 +330,8 @@ class RealtimeProtocol:
             case SessionUpdate():
                 return self._session_update(event)
             case AudioAppend():
+                if self.input_format in G711:
+                    return [AudioIn(g711.decode(event.audio, G711[self.input_format]))] if event.audio else []
                 if len(event.audio) % 2:
                     said = f"PCM16 audio has an even length, not {len(event.audio)} bytes"
                     return self._refuse(event, "odd_length", said, "audio")
@@ -404,12 +419,22 @@ class RealtimeProtocol:
             if isinstance(specs, str):
                 return self._refuse(m, "invalid_value", specs, "session.tools")
         audio = session.audio or SessionAudio()
+        formats = {"input": self.input_format, "output": self.output_format}
         for side, cfg in (("input", audio.input), ("output", audio.output)):
             fmt = cfg.format if cfg is not None else None
-            if fmt is not None and (fmt.type != "audio/pcm" or fmt.rate not in (None, RATE)):
-                said = f"{quote(fmt.type)} at {fmt.rate} Hz" if fmt.rate is not None else quote(fmt.type)
-                said = f"{side} audio is audio/pcm at {RATE} Hz only, not {said}"
-                return self._refuse(m, "unsupported_rate", said, f"session.audio.{side}.format")
+            if fmt is None:
+                continue
+            if (fmt.type, fmt.rate) in (("audio/pcm", None), ("audio/pcm", RATE)) or (
+                fmt.type in G711 and fmt.rate in (None, g711.G711_RATE)
+            ):
+                formats[side] = fmt.type
+                continue
+            said = f"{quote(fmt.type)} at {fmt.rate} Hz" if fmt.rate is not None else quote(fmt.type)
+            said = f"{side} audio is audio/pcm at {RATE} Hz, audio/pcmu or audio/pcma (8 kHz), not {said}"
+            return self._refuse(m, "unsupported_rate", said, f"session.audio.{side}.format")
+        if formats["output"] in G711 and self.output_rate % g711.G711_RATE:
+            said = f"G.711 output needs the server's output rate to be a multiple of 8 kHz, not {self.output_rate} Hz"
+            return self._refuse(m, "unsupported_rate", said, "session.audio.output.format")
         turns = audio.input.turn_detection if audio.input is not None else msgspec.UNSET
         if turns is None:
             said = "turn_detection null (manual turns) is not supported"
@@ -436,8 +461,11 @@ class RealtimeProtocol:
                 self.tool_choice = choice
             offered = _function_specs(self.tools) if self.tool_choice == "auto" else []
             tools = tuple(offered) if isinstance(offered, list) else ()
+        if formats["output"] != self.output_format:
+            self._to_8k = g711.To8k(self.output_rate) if formats["output"] in G711 else None
+        self.input_format, self.output_format = formats["input"], formats["output"]
         configure = Configure(
-            RATE, acks=False, lead_s=self.limits.lead_s, instructions=session.instructions, tools=tools
+            self._input_rate(), acks=False, lead_s=self.limits.lead_s, instructions=session.instructions, tools=tools
         )
         return [configure, self._event("session.updated", session=self._session())]
 
@@ -463,11 +491,16 @@ class RealtimeProtocol:
         r = self._responses.get(response) if response is not None else None
         if r is None:
             return []
-        if self._to_24k is not None:
-            samples = self._to_24k.resample_chunk(samples)
-            if not len(samples):  # the resampler kept this chunk back: nothing to send yet
-                return []
-        delta = base64.b64encode(float_to_pcm16(samples)).decode()
+        if self.output_format in G711:
+            assert self._to_8k is not None
+            payload = g711.encode(self._to_8k(samples), G711[self.output_format])
+        else:
+            if self._to_24k is not None:
+                samples = self._to_24k.resample_chunk(samples)
+            payload = float_to_pcm16(samples)
+        if not payload:  # the resampler kept this chunk back: nothing to send yet
+            return []
+        delta = base64.b64encode(payload).decode()
         return [self._event("response.output_audio.delta", **self._where(r), delta=delta)]
 
     @staticmethod

@@ -109,13 +109,20 @@ class TwilioProtocol:
             log.warning("session %s: media format %s is not mu-law at 8 kHz: hanging up", self.id, fmt)
             return [Close(1003, "only audio/x-mulaw at 8000 Hz is spoken here")]
         self.stream_sid = str(start.get("streamSid") or message.get("streamSid") or "")
+        parameters = {str(k): str(v) for k, v in dict(start.get("customParameters") or {}).items()}
+        # Twilio's start message does not carry the caller's number: the TwiML passes it as a
+        # <Parameter name="From" value="{{From}}"/> (README, Phone calls).
+        caller = next((parameters[k] for k in ("From", "from", "caller") if parameters.get(k)), None)
         self.call = {
+            "channel": "twilio",
+            "caller": caller,
             "call_sid": start.get("callSid"),
+            "stream_sid": self.stream_sid,
             "account_sid": start.get("accountSid"),
-            "custom_parameters": dict(start.get("customParameters") or {}),
+            "custom_parameters": parameters,
         }
-        log.info("session %s: call %s, stream %s", self.id, self.call["call_sid"], self.stream_sid)
-        self.configured = Configure(g711.G711_RATE, acks=True, lead_s=LEAD_S)
+        log.info("session %s: call %s from %s, stream %s", self.id, self.call["call_sid"], caller, self.stream_sid)
+        self.configured = Configure(g711.G711_RATE, acks=True, lead_s=LEAD_S, call=True, meta=self.call)
         return [self.configured]
 
     def _on_media(self, message: dict[str, Any]) -> list[Action]:

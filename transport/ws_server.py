@@ -1,9 +1,11 @@
 """The WebSocket server: one pipeline per connection, the engines shared.
 
 Serves, on one port: the browser page (``GET /``), our protocol (``/ws``),
-the OpenAI Realtime dialect (``/v1/realtime``) and ``GET /health``. The
+the OpenAI Realtime dialect (``/v1/realtime``), Twilio Media Streams
+(``/telephony/twilio``), WebRTC's offer (``POST /webrtc/offer``, then our
+protocol on a data channel and the audio as RTP) and ``GET /health``. The
 protocols themselves are pure (``transport/protocol.py``,
-``transport/realtime.py``); this module is the I/O around them: the handshake
+``transport/realtime.py``, ``transport/twilio.py``); this module is the I/O around them: the handshake
 checks (token, Origin, session cap), and for each connection a
 :class:`Connection` that feeds the microphone to a :class:`~voice.shell.session.Session`
 at real time, paces the reply audio to the client's playback and sends the
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+import h11
 import numpy as np
 import soxr
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -57,6 +60,7 @@ from transport.protocol import (
 )
 from transport.wire import quote
 from voice.core.audio import ASR_RATE
+from voice.core.call import CallConfig
 from voice.core.events import Event
 from voice.core.history import History
 from voice.shell import heap
@@ -71,6 +75,8 @@ handshake_log = logging.getLogger("voice.server.http")
 
 WEB_ROOT = Path(__file__).parent / "web"
 CLOSE_GRACE_S = 1.0  # a client closed for not reading has this long to answer the close frame
+MAX_POST_HEAD = 16 * 1024  # a POST request's request line and headers
+MAX_POST_BYTES = 64 * 1024  # and its body (a WebRTC offer is 2-6 KB)
 
 
 class _OneLineHandshakeLog(logging.LoggerAdapter):
@@ -100,7 +106,66 @@ def _causes(error: BaseException | None) -> str:
 
 
 class _HttpConnection(ServerConnection):
-    """Answers a request that is not HTTP with 400 before the connection is closed (websockets only closes it)."""
+    """Answers a request that is not HTTP with 400 before the connection is closed (websockets only
+    closes it), and takes the one POST request the server answers (WebRTC's offer, which websockets,
+    a GET-only handshake parser, would refuse) to :meth:`VoiceServer.http_post`."""
+
+    voice: VoiceServer  # set on the subclass each server makes (VoiceServer.start)
+    _bytes_seen = False
+    _post: h11.Connection | None = None
+    _post_request: h11.Request | None = None
+    _post_body: bytearray
+
+    def data_received(self, data: bytes) -> None:
+        if not self._bytes_seen and data.startswith(b"POST "):
+            self._post = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_POST_HEAD)
+            self._post_body = bytearray()
+        self._bytes_seen = True
+        if self._post is None:
+            super().data_received(data)
+        else:
+            self._receive_post(data)
+
+    def _receive_post(self, data: bytes) -> None:
+        post = self._post
+        assert post is not None
+        try:
+            post.receive_data(data)
+            while (event := post.next_event()) is not h11.NEED_DATA:
+                if isinstance(event, h11.Request):
+                    self._post_request = event
+                elif isinstance(event, h11.Data):
+                    self._post_body += event.data
+                    if len(self._post_body) > MAX_POST_BYTES:
+                        return self._answer_post(self.respond(413, f"at most {MAX_POST_BYTES} bytes\n"))
+                elif isinstance(event, h11.EndOfMessage):
+                    self._post = None  # nothing more is read from this connection
+                    asyncio.get_running_loop().create_task(self._handle_post())
+                    return
+                else:
+                    return
+        except h11.RemoteProtocolError as e:
+            self._answer_post(self.respond(400, f"not a valid HTTP request: {e}\n"))
+
+    async def _handle_post(self) -> None:
+        request = self._post_request
+        assert request is not None
+        headers = Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers])
+        try:
+            response = await self.voice.http_post(
+                self, request.target.decode("latin-1"), headers, bytes(self._post_body)
+            )
+        except Exception:
+            log.exception("a POST request failed")
+            response = self.respond(500, "internal error\n")
+        self._answer_post(response)
+
+    def _answer_post(self, response: Response) -> None:
+        self._post = None
+        response.headers["Connection"] = "close"
+        if not self.transport.is_closing():
+            self.transport.write(response.serialize())
+            self.transport.close()
 
     def send_data(self) -> None:
         exc = self.protocol.handshake_exc
@@ -141,6 +206,8 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: Tools | None = None  # what the model may call in every session (--tools)
+    call: CallConfig = field(default_factory=CallConfig)  # how phone calls are held (/telephony/twilio)
+    ice_servers: tuple[str, ...] = ()  # WebRTC: STUN/TURN URLs (none: host candidates only, a LAN)
 
     def check(self) -> None:
         if self.public_url is not None:
@@ -219,7 +286,7 @@ class VoiceServer:
             ping_interval=20,
             ping_timeout=20,
             logger=_OneLineHandshakeLog(handshake_log),
-            create_connection=_HttpConnection,
+            create_connection=type("HttpConnection", (_HttpConnection,), {"voice": self}),
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("serving on http://%s:%d", cfg.host, self.port)
@@ -388,6 +455,11 @@ class VoiceServer:
             dialect = VoiceProtocol(session_id, self.engines.output_rate, self.config.limits)
         conn = Connection(self, ws, session_id, dialect)
         self.connections[session_id] = conn
+        await self._serve(conn)
+
+    async def _serve(self, conn: Connection) -> None:
+        """Run one client's session to its end, and keep its record."""
+        session_id, ws = conn.id, conn.ws
         if self.metrics is not None:
             self.metrics.session_opened(conn)  # keyed by the connection: its id changes on resume
         try:
@@ -400,10 +472,52 @@ class VoiceServer:
             self.connections.pop(conn.id, None)
             if self.metrics is not None:
                 self.metrics.session_closed(conn)
+            peer = conn.peer
             self.closed[conn.id] = conn.release()
+            if peer is not None:
+                await peer.close()
             while len(self.closed) > 32:
                 self.closed.pop(next(iter(self.closed)))
             await heap.after_session()  # (nothing with the heap's default strategy: voice/shell/heap.py)
+
+    async def http_post(self, connection: ServerConnection, target: str, headers: Headers, body: bytes) -> Response:
+        """A POST request: WebRTC's offer at ``/webrtc/offer`` (transport/webrtc.py), under the
+        same access rules as a WebSocket; the answer starts the client's session."""
+        from transport.webrtc import OfferError, WebRTCPeer, read_offer
+
+        request = Request(target, headers)
+        url = urlsplit(target)
+        host = self._one_header(request, "Host")
+        if host is None or not self._host_allowed(host):
+            return connection.respond(403, "this host name is not served here\n")
+        if url.path != "/webrtc/offer":
+            return connection.respond(404, "not found (POST is for /webrtc/offer)\n")
+        refused = self._check_access(connection, request, url.query, host)
+        if refused is not None:
+            return refused
+        kind = self._one_header(request, "Content-Type") or ""
+        try:
+            sdp = read_offer(kind, body)
+        except OfferError as e:
+            return connection.respond(400, f"{e}\n")
+        peer = WebRTCPeer(self.engines.output_rate, self.config.ice_servers)
+        try:
+            answer = await peer.answer(sdp)
+        except Exception as e:  # aiortc's word on an offer it cannot take (no codec in common, bad SDP)
+            await peer.close()
+            return connection.respond(400, f"the offer could not be answered: {str(e)[:200]}\n")
+        if self.draining or len(self.connections) >= self.config.max_sessions:  # filled up meanwhile
+            await peer.close()
+            return connection.respond(503, "the server is at its limit of sessions\n")
+        session_id = uuid.uuid4().hex
+        conn = Connection(self, peer.link, session_id, VoiceProtocol(session_id, self.engines.output_rate,
+                          self.config.limits), peer=peer)  # fmt: skip
+        self.connections[session_id] = conn
+        asyncio.get_running_loop().create_task(self._serve(conn), name=f"webrtc-{session_id[:8]}")
+        if kind.split(";")[0].strip().lower() == "application/sdp":
+            return _response(201, "Created", "application/sdp", answer.encode(), "no-store")
+        body = json.dumps({"type": "answer", "sdp": answer}).encode()
+        return _response(200, "OK", "application/json", body, "no-store")
 
     def rekey(self, conn: Connection, session_id: str) -> None:
         """The connection goes on with a stored conversation: it is known by that id from now on."""
@@ -426,9 +540,13 @@ class ClosedSession:
 class Connection:
     """One client: its protocol state, its session and the loops that drive them."""
 
-    def __init__(self, server: VoiceServer, ws: ServerConnection, session_id: str, dialect: Any) -> None:
+    def __init__(
+        self, server: VoiceServer, ws: ServerConnection | Any, session_id: str, dialect: Any, peer: Any = None
+    ) -> None:
+        """``ws``: the client's WebSocket, or a WebRTC peer's data channel (``peer``, whose RTP is its audio)."""
         self.server = server
         self.ws = ws
+        self.peer = peer
         self.id = session_id
         self.dialect = dialect
         self.limits: Limits = server.config.limits
@@ -441,6 +559,7 @@ class Connection:
         self.close_code: int | None = None
         self.failures = 0  # client messages whose handling raised (logged once)
         self._to_16k: soxr.ResampleStream | None = None
+        self._input_rate = ASR_RATE  # the client's audio's rate (Configure.input_rate)
         self._last_rx = time.monotonic()
         self._last_too_fast = -1.0
         self._outbox: deque[tuple[float, str | bytes, int]] = deque()  # (when queued, message, its bytes)
@@ -449,6 +568,7 @@ class Connection:
         self._cut_off = False  # closed for not reading what it was sent
         self._hanging_up: asyncio.Task | None = None
         self._closing = False
+        self._close_code: int | None = None  # what we closed with, once we began to
         self._ended_by_tool = False
         self._tasks: list[asyncio.Task] = []
 
@@ -478,7 +598,8 @@ class Connection:
         except ConnectionClosed:
             pass  # the client went away: its session ends here, finalized turns kept
         finally:
-            self.close_code = self.ws.close_code
+            # (a close of ours may still be under way: its code is the one that counts)
+            self.close_code = self.ws.close_code if self.ws.close_code is not None else self._close_code
             if self.failures > 1:
                 log.warning("session %s: %d client messages could not be handled", self.id, self.failures)
             for task in self._tasks:
@@ -515,7 +636,7 @@ class Connection:
             1008 if self._cut_off else self.close_code,  # (a cut-off client's close may still be under way)
         )
         self.session = self.device = self.recorder = self._to_16k = None
-        self.dialect = None
+        self.dialect = self.peer = None
         self._outbox.clear()
         self._outbox_bytes = 0
         self._tasks.clear()
@@ -565,11 +686,17 @@ class Connection:
                 self.session.conversation.system_prompt = cfg.instructions
             if cfg.tools is not None:
                 self.session.set_client_tools(list(cfg.tools))
+            if cfg.input_rate != self._input_rate:  # Realtime's audio/pcmu: 8 kHz from now on
+                self._set_input_rate(cfg.input_rate)
             return
         session_cfg = self.server.config.session
-        session_cfg = dataclasses.replace(session_cfg, echo_cancel=session_cfg.echo_cancel and cfg.echo_cancel)
+        # WebRTC: the browser cancels the echo, with the speaker's real signal (which the server never sees).
+        echo_cancel = session_cfg.echo_cancel and cfg.echo_cancel and self.peer is None
+        session_cfg = dataclasses.replace(session_cfg, echo_cancel=echo_cancel)
         if cfg.instructions is not None:
             session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
+        if cfg.call:
+            session_cfg = dataclasses.replace(session_cfg, call=self.server.config.call)
         history = None
         conversations = self.server.conversations
         if conversations is None:
@@ -585,6 +712,7 @@ class Connection:
                 session_cfg.system_prompt,
                 self.server.config.token,
                 in_use=set(self.server.connections),
+                meta=cfg.meta,
             )
             for code, message in opened.notices:
                 self._send_error(code, message)
@@ -599,10 +727,17 @@ class Connection:
         if cfg.tools:
             self.session.set_client_tools(list(cfg.tools))
         self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
-        self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
-        self._to_16k = None if cfg.input_rate == ASR_RATE else soxr.ResampleStream(cfg.input_rate, ASR_RATE, 1)
+        if self.peer is not None:
+            self.device = self.peer.device()
+        else:
+            self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
+        self._set_input_rate(cfg.input_rate)
         pump = Pump(self.session, self.device)
         self._tasks.append(asyncio.create_task(pump.run(), name=f"audio-{self.id[:8]}"))
+
+    def _set_input_rate(self, rate: int) -> None:
+        self._input_rate = rate
+        self._to_16k = None if rate == ASR_RATE else soxr.ResampleStream(rate, ASR_RATE, 1)
 
     def _send_audio(self, audio: np.ndarray, response: int | None) -> None:
         self._apply_now(self.dialect.audio(audio, response))
@@ -660,8 +795,12 @@ class Connection:
             self._tasks.append(asyncio.create_task(self._close(1000, "conversation ended")))
         elif self._outbox and time.monotonic() - self._outbox[0][0] > self.limits.slow_client_s:
             self._cut_off_now(f"the client read nothing for {self.limits.slow_client_s:g} s")
-        elif time.monotonic() - self._last_rx > self.limits.idle_timeout_s:
+        elif time.monotonic() - self._last_heard() > self.limits.idle_timeout_s:
             self._fatal(1000, "idle_timeout", f"nothing received for {self.limits.idle_timeout_s:g} s")
+
+    def _last_heard(self) -> float:
+        """When the client was last heard from: a message, or (WebRTC) its microphone's RTP."""
+        return max(self._last_rx, self.peer.microphone.last_audio) if self.peer is not None else self._last_rx
 
     def _fatal(self, code: int, kind: str, message: str) -> None:
         self._send_error(kind, message, fatal=True)
@@ -669,6 +808,7 @@ class Connection:
 
     async def _close(self, code: int, reason: str) -> None:
         self._closing = True
+        self._close_code = code
         deadline = time.monotonic() + 1.0  # let the last messages (the error) out first
         while self._outbox and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

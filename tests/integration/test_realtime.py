@@ -13,6 +13,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from tests.conftest import recordings
+from transport import g711
 from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from voice.bench.scoring import word_error_rate
@@ -35,9 +36,14 @@ class RealtimeRun:
 
 
 async def realtime_talk(
-    port: int, audio: np.ndarray, interrupt: tuple[np.ndarray, float] | None = None, responses: int = 1
+    port: int,
+    audio: np.ndarray,
+    interrupt: tuple[np.ndarray, float] | None = None,
+    responses: int = 1,
+    pcmu: bool = False,
 ) -> RealtimeRun:
-    """Speak ``audio`` (24 kHz) in real time as an SDK application would, until ``responses`` are done.
+    """Speak ``audio`` (24 kHz; with ``pcmu``, 8 kHz sent as G.711 mu-law both ways, as a phone
+    gateway would) in real time as an SDK application would, until ``responses`` are done.
 
     The application "plays" the audio deltas in real time from the first one
     of each response; ``interrupt=(speech, after_s)`` says ``speech`` once
@@ -47,30 +53,36 @@ async def realtime_talk(
     run = RealtimeRun()
     client = AsyncOpenAI(api_key="unused", websocket_base_url=f"ws://127.0.0.1:{port}/v1")
     playing: dict[str, Any] = {"item": None, "start": None, "received": 0}
+    rate, width = (8000, 1) if pcmu else (RATE, 2)  # samples a second, bytes a sample
+    fmt = {"type": "audio/pcmu"} if pcmu else {"type": "audio/pcm", "rate": RATE}
+
+    def encode(chunk: np.ndarray) -> bytes:
+        return g711.encode(chunk) if pcmu else float_to_pcm16(chunk)
+
     async with client.realtime.connect(model="voice-pipeline") as conn:
         await conn.session.update(
             session={
                 "type": "realtime",
                 "instructions": "You are a helpful voice assistant. Answer in two or three sentences.",
-                "audio": {"input": {"format": {"type": "audio/pcm", "rate": RATE}}},
+                "audio": {"input": {"format": fmt}, "output": {"format": fmt}},
             }
         )
 
         def played_ms() -> int:
             if playing["start"] is None:
                 return 0
-            return min(round(playing["received"] / RATE * 1000), round((time.monotonic() - playing["start"]) * 1000))
+            return min(round(playing["received"] / rate * 1000), round((time.monotonic() - playing["start"]) * 1000))
 
         async def speak() -> None:
-            t0, n, pos = time.monotonic(), 480, 0
+            t0, n, pos = time.monotonic(), rate // 50, 0
             current, pending = audio, interrupt
             while True:
                 if pending is not None and pos >= len(current) and played_ms() >= pending[1] * 1000:
                     current, pos, pending = pending[0], 0, None
                 chunk = current[pos : pos + n] if pos < len(current) else np.zeros(n, np.float32)
                 pos += n
-                await conn.input_audio_buffer.append(audio=base64.b64encode(float_to_pcm16(chunk)).decode())
-                t0 += n / RATE
+                await conn.input_audio_buffer.append(audio=base64.b64encode(encode(chunk)).decode())
+                t0 += n / rate
                 await asyncio.sleep(max(0.0, t0 - time.monotonic()))
 
         speaker = asyncio.create_task(speak())
@@ -81,7 +93,7 @@ async def realtime_talk(
                     if event.type == "response.output_audio.delta":
                         if playing["item"] != event.item_id:
                             playing.update(item=event.item_id, start=time.monotonic(), received=0)
-                        playing["received"] += len(base64.b64decode(event.delta)) // 2
+                        playing["received"] += len(base64.b64decode(event.delta)) // width
                     elif event.type == "input_audio_buffer.speech_started" and playing["item"] is not None:
                         if interrupt is not None and run.truncated_at_ms is None:
                             run.truncated_at_ms = played_ms()
@@ -124,6 +136,21 @@ async def test_a_spoken_turn_with_the_openai_sdk(voice_server):
     assert transcript.strip() == done.response.output[0].content[0].transcript
     history = await _history(voice_server, created.session.id.removeprefix("sess_"))
     assert [t["role"] for t in history] == ["user", "assistant"] and history[1]["text"] == transcript.strip()
+
+
+async def test_a_spoken_turn_in_mulaw_with_the_openai_sdk(voice_server):
+    """audio/pcmu both ways, as a phone gateway speaking the Realtime API would send and play it."""
+    rec = _rec("aew_a0003")
+    run = await realtime_talk(voice_server.port, load_audio(rec.path, 8000), pcmu=True)
+    assert not run.of("error"), run.of("error")
+    (updated,) = run.of("session.updated")
+    assert updated.session.audio.input.format.type == updated.session.audio.output.format.type == "audio/pcmu"
+    (heard,) = run.of("conversation.item.input_audio_transcription.completed")
+    assert word_error_rate(rec.transcript, heard.transcript) <= 0.3, heard.transcript
+    reply = g711.decode(b"".join(base64.b64decode(d.delta) for d in run.of("response.output_audio.delta")))
+    assert len(reply) > 8000 // 2 and np.abs(reply).max() > 0.03  # at least half a second of the voice, at 8 kHz
+    (done,) = run.of("response.done")
+    assert done.response.status == "completed"
 
 
 async def test_barge_in_with_the_openai_sdk_truncates_to_what_it_played(voice_server):

@@ -17,6 +17,7 @@ import struct
 import numpy as np
 import pytest
 
+from transport import g711
 from transport.protocol import AudioIn, CancelReply, Configure, Limits, Send, ToolOutput, TruncateReply, UserText
 from transport.realtime import RealtimeProtocol
 from voice.core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallStart
@@ -386,18 +387,50 @@ def test_session_update_accepts_pcm_at_24k(proto, audio):
     ("side", "fmt", "said"),
     [
         ("input", {"type": "audio/pcm", "rate": 16000}, '"audio/pcm" at 16000 Hz'),
-        ("input", {"type": "audio/pcmu"}, '"audio/pcmu"'),
-        ("input", {"type": "audio/pcma"}, '"audio/pcma"'),
+        ("input", {"type": "audio/pcmu", "rate": 16000}, '"audio/pcmu" at 16000 Hz'),
+        ("input", {"type": "audio/opus"}, '"audio/opus"'),
         ("output", {"type": "audio/pcm", "rate": 48000}, '"audio/pcm" at 48000 Hz'),
-        ("output", {"type": "audio/pcmu"}, '"audio/pcmu"'),
+        ("output", {"type": "g711_ulaw"}, '"g711_ulaw"'),
     ],
-    ids=["input-16k", "pcmu", "pcma", "output-48k", "output-pcmu"],
+    ids=["input-16k", "pcmu-16k", "opus", "output-48k", "beta-name"],
 )
 def test_session_update_refuses_other_audio_formats(proto, side, fmt, said):
-    message = f"{side} audio is audio/pcm at 24000 Hz only, not {said}"
+    message = f"{side} audio is audio/pcm at 24000 Hz, audio/pcmu or audio/pcma (8 kHz), not {said}"
     assert sent(proto.receive_text(update(audio={side: {"format": fmt}}))) == [
         err("unsupported_rate", message, 1, param=f"session.audio.{side}.format")
     ]
+    assert proto.input_format == proto.output_format == "audio/pcm"  # nothing changed
+
+
+@pytest.mark.parametrize("kind", ["audio/pcmu", "audio/pcma"])
+def test_g711_in_both_directions(proto, kind):
+    law = "ulaw" if kind == "audio/pcmu" else "alaw"
+    actions = proto.receive_text(
+        update(audio={"input": {"format": {"type": kind}}, "output": {"format": {"type": kind}}})
+    )
+    assert actions[0] == Configure(8000, acks=False, lead_s=0.12)  # the server hears 8 kHz from now on
+    said = sent(actions[1:])[0]["session"]["audio"]
+    assert said["input"]["format"] == said["output"]["format"] == {"type": kind}
+    x = (0.3 * np.sin(2 * np.pi * 440 * np.arange(160) / 8000)).astype(np.float32)
+    heard = audio_in(proto.receive_text(append(g711.encode(x, law))))
+    assert len(heard) == 160 and np.max(np.abs(heard - x)) < 0.03
+    open_response(proto, 1)
+    reply = np.sin(2 * np.pi * 300 * np.arange(2400) / 24000).astype(np.float32) * 0.5
+    (event,) = sent(proto.audio(reply, 1))
+    out = g711.decode(base64.b64decode(event["delta"]), law)
+    assert len(out) == 800  # 100 ms at 8 kHz, one byte a sample, sent at once
+    assert 0.3 < np.sqrt(np.mean(out[100:] ** 2)) < 0.4  # the tone (0.35 RMS), not noise
+    # Back to PCM: 24 kHz in and out again.
+    pcm = {"type": "audio/pcm", "rate": 24000}
+    actions = proto.receive_text(update(audio={"input": {"format": pcm}, "output": {"format": pcm}}))
+    assert actions[0] == Configure(24000, acks=False, lead_s=0.12)
+    assert len(delta_samples(proto.audio(reply, 1))) == 2400
+
+
+def test_g711_output_needs_a_multiple_of_8k():
+    proto = RealtimeProtocol(SID, output_rate=22050)
+    (error,) = sent(proto.receive_text(update(audio={"output": {"format": {"type": "audio/pcmu"}}})))
+    assert error["error"]["code"] == "unsupported_rate" and "multiple of 8 kHz" in error["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -421,7 +454,7 @@ def test_session_update_audio_formats_of_the_wrong_shape_are_invalid(proto, side
 
 
 def test_session_update_with_a_refused_format_changes_nothing(proto):
-    text = update(instructions="Be brief.", audio={"input": {"format": {"type": "audio/pcmu"}}})
+    text = update(instructions="Be brief.", audio={"input": {"format": {"type": "audio/opus"}}})
     (error,) = sent(proto.receive_text(text))
     assert error["error"]["code"] == "unsupported_rate"
     assert proto.instructions is None

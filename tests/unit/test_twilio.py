@@ -5,17 +5,21 @@ barge-in after which nothing the caller did not hear is counted as heard."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
 import numpy as np
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 
-from tests.twilio_caller import SID, START, call, mark, media, to_8k
+from tests.twilio_caller import SID, START, Listen, Quiet, Say, call, mark, media, to_8k
 from transport import g711
 from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
 from transport.twilio import LEAD_S, TwilioProtocol
 from transport.ws_server import ServerConfig, VoiceServer
+from voice.app.conversations import Conversations
+from voice.app.store import ConversationStore
+from voice.core.call import CallConfig, IdlePolicy
 from voice.core.events import PlaybackStopped, TurnEnd
 from voice.shell.session import SessionConfig
 
@@ -24,14 +28,21 @@ def started() -> TwilioProtocol:
     proto = TwilioProtocol("s" * 32, 24000)
     assert proto.receive_text(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})) == []
     (configure,) = proto.receive_text(json.dumps(START))
-    assert configure == Configure(8000, acks=True, lead_s=LEAD_S)
+    assert configure == Configure(8000, acks=True, lead_s=LEAD_S, call=True, meta=proto.call)
     return proto
 
 
 def test_start_configures_a_session_at_8k_and_keeps_the_calls_metadata():
     proto = started()
     assert proto.stream_sid == SID
-    assert proto.call == {"call_sid": "CA456", "account_sid": "AC123", "custom_parameters": {"caller": "+15550100"}}
+    assert proto.call == {
+        "channel": "twilio",
+        "caller": "+15550100",
+        "call_sid": "CA456",
+        "stream_sid": SID,
+        "account_sid": "AC123",
+        "custom_parameters": {"caller": "+15550100"},
+    }
 
 
 def test_the_callers_mulaw_is_the_sessions_audio():
@@ -123,13 +134,15 @@ def test_bad_frames_are_dropped_never_raised():
 
 async def test_a_call_is_heard_answered_in_mulaw_and_stored_as_heard():
     engines = StandInEngines(StandInRecognizer({300: "what time is it", 600: "stop stop"}), StandInLLM(["It is noon."]))
-    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None))
+    config = ServerConfig(
+        port=0, session=SessionConfig(end_of_turn=None), call=CallConfig(greeting="Hello.", idle=None)
+    )
     server = VoiceServer(engines, config)  # type: ignore[arg-type]
     events: list = []
     server.on_event = lambda sid, e: events.append(e)
     await server.start()
     try:
-        received = await call(server.port, to_8k(np.concatenate([tone(1.2), silence(4.0)])))
+        received = await call(server.port, to_8k(np.concatenate([tone(1.2), silence(4.0)])), greeted=True)
     finally:
         await server.close()
         await engines.aclose()
@@ -137,15 +150,14 @@ async def test_a_call_is_heard_answered_in_mulaw_and_stored_as_heard():
     assert "media" in kinds and "mark" in kinds and "clear" not in kinds
     (record,) = server.closed.values()
     turns = [(t.role, t.text) for t in record.history.turns]
-    assert turns == [("user", "what time is it"), ("assistant", "It is noon.")]
-    (end,) = [e for e in events if isinstance(e, TurnEnd)]
-    assert not end.interrupted
+    assert turns == [("assistant", "Hello."), ("user", "what time is it"), ("assistant", "It is noon.")]
+    assert not any(e.interrupted for e in events if isinstance(e, TurnEnd))
 
 
 async def test_a_barge_in_clears_twilios_buffer_and_the_reply_is_stored_as_the_marks_said():
     long_reply = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen."
     engines = StandInEngines(StandInRecognizer({300: "tell me a story", 600: "stop stop"}), StandInLLM([long_reply]))
-    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None))
+    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None), call=CallConfig(greeting=None, idle=None))
     server = VoiceServer(engines, config)  # type: ignore[arg-type]
     await server.start()
     try:
@@ -161,3 +173,61 @@ async def test_a_barge_in_clears_twilios_buffer_and_the_reply_is_stored_as_the_m
     reply = next(t for t in record.history.turns if t.role == "assistant")
     assert reply.interrupted and reply.text and len(reply.text.split()) < len(long_reply.split())
     assert [t.text for t in record.history.turns if t.role == "user"][-1] == "stop stop"
+
+
+def quiet_line_server(engines: StandInEngines, after_s: float = 1.0, **kw) -> VoiceServer:
+    idle = IdlePolicy(after_s=after_s, prompt="Still there?", goodbye="Bye now.", prompts=1)
+    call_config = CallConfig(greeting="Hello.", idle=idle)
+    config = ServerConfig(port=0, session=SessionConfig(end_of_turn=None), call=call_config)
+    return VoiceServer(engines, config, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_quiet_caller_is_greeted_asked_once_and_hung_up_on(tmp_path):
+    engines = StandInEngines(StandInRecognizer({300: "hi"}), StandInLLM(["Hi."]))
+    store = ConversationStore.open(tmp_path / "calls.db")
+    server = quiet_line_server(engines, conversations=Conversations(store))
+    await server.start()
+    try:
+        t0 = asyncio.get_running_loop().time()
+        received = await call(server.port, steps=[Quiet(15.0)], parameters={"From": "+15550199", "To": "+15550100"})
+        took = asyncio.get_running_loop().time() - t0
+    finally:
+        await server.close()
+        await engines.aclose()
+    ((sid, record),) = server.closed.items()
+    assert [(t.role, t.text) for t in record.history.turns] == [
+        ("assistant", "Hello."),
+        ("assistant", "Still there?"),
+        ("assistant", "Bye now."),
+    ]
+    assert record.close_code == 1000 and took < 10.0  # hung up once the goodbye played, not at the caller's stop
+    assert "media" in [m["event"] for m in received]
+    meta = store.session_record(sid).meta
+    assert meta["caller"] == "+15550199" and meta["call_sid"] == "CA456" and meta["channel"] == "twilio"
+    assert meta["custom_parameters"] == {"From": "+15550199", "To": "+15550100"}
+    store.close()
+
+
+async def test_a_caller_who_answers_the_prompt_is_not_hung_up_on():
+    engines = StandInEngines(StandInRecognizer({300: "yes I am here"}), StandInLLM(["Good."]))
+    server = quiet_line_server(engines, after_s=3.0)
+    await server.start()
+    try:
+        # Greeting, quiet, the prompt; the caller answers; quiet again: asked once more (the count
+        # started over when they spoke), then the goodbye.
+        steps = [Listen(5.0), Listen(5.0), Say(to_8k(tone(1.0))), Quiet(12.0)]
+        await call(server.port, steps=steps)
+    finally:
+        await server.close()
+        await engines.aclose()
+    (record,) = server.closed.values()
+    said = [(t.role, t.text) for t in record.history.turns]
+    assert said == [
+        ("assistant", "Hello."),
+        ("assistant", "Still there?"),
+        ("user", "yes I am here"),
+        ("assistant", "Good."),
+        ("assistant", "Still there?"),
+        ("assistant", "Bye now."),
+    ], said
+    assert record.close_code == 1000

@@ -31,6 +31,7 @@ from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.latency import format_table, turn_latencies
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
+from voice.core.call import CallConfig, IdlePolicy
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
 from voice.core.events import (
@@ -253,6 +254,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--public-url", help="behind a front door (deploy/): the http(s)://host[:port] clients use to reach it"
     )
     serve_opts.add_argument("--idle-timeout", type=float, default=300.0, help="seconds without a message")
+    calls = p.add_argument_group("phone calls (--serve, /telephony/twilio)")
+    calls.add_argument(
+        "--call-greeting",
+        default=CallConfig.greeting,
+        help="said as the call connects, before the caller speaks ('' for none)",
+    )
+    calls.add_argument(
+        "--call-idle-s",
+        type=float,
+        default=IdlePolicy.after_s,
+        help=f"quiet seconds before the caller is asked if they are there (0: never; default {IdlePolicy.after_s:g})",
+    )
+    calls.add_argument("--call-reprompt", default=IdlePolicy.prompt, help="what they are asked")
+    calls.add_argument(
+        "--call-reprompts", type=int, default=IdlePolicy.prompts, help="times asked before the goodbye (default 1)"
+    )
+    calls.add_argument("--call-goodbye", default=IdlePolicy.goodbye, help="said before hanging up on a quiet line")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics")
     p.add_argument("--log-json", action="store_true", help="log every event as a JSON line on stderr")
     p.add_argument("--verbose", action="store_true", help="the engines' own logs too")
@@ -425,6 +443,14 @@ async def run_replay(
     return 1 if session.errors else 0
 
 
+def call_config(args: argparse.Namespace) -> CallConfig:
+    """How phone calls are held, from the --call-* options."""
+    idle = None
+    if args.call_idle_s > 0:
+        idle = IdlePolicy(args.call_idle_s, args.call_reprompt, args.call_goodbye, max(args.call_reprompts, 0))
+    return CallConfig(greeting=args.call_greeting.strip() or None, idle=idle)
+
+
 async def run_serve(
     args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig, tools: Tools | None = None
 ) -> int:
@@ -441,6 +467,7 @@ async def run_serve(
         limits=Limits(idle_timeout_s=args.idle_timeout),
         session=session_cfg,
         tools=tools,
+        call=call_config(args),
     )
     try:
         config.check()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import Any
 
 from voice.app.store import (
     ConversationStore,
@@ -54,12 +55,13 @@ class Conversations:
         owner: str | None = None,
         in_use: Container[str] = (),
         strict: bool = False,
+        meta: dict[str, Any] | None = None,
     ) -> Opened:
         """A new conversation, or the stored one ``resume`` (an id, or with ``strict`` a prefix of one).
 
         ``in_use``: ids open in other sessions now. ``strict`` (a person at the
         command line): an id that is not there raises :class:`SessionError`
-        rather than starting a new conversation.
+        rather than starting a new conversation. ``meta``: kept with a new conversation (a call's caller).
         """
         store = self.store
         notices: list[tuple[str, str]] = []
@@ -70,13 +72,13 @@ class Conversations:
             if strict and resume is not None:
                 resume = store.find_session(resume)
             try:
-                session_id, history, recorder = open_history(store, resume, owner, system_prompt)
+                session_id, history, recorder = open_history(store, resume, owner, system_prompt, meta)
             except (UnknownSession, ForeignSession) as e:
                 if strict:
                     raise
                 code = "unknown_session" if isinstance(e, UnknownSession) else "foreign_session"
                 notices.append((code, f"no conversation {str(resume)[:12]} for this client: a new one is started"))
-                session_id, history, recorder = open_history(store, None, owner, system_prompt)
+                session_id, history, recorder = open_history(store, None, owner, system_prompt, meta)
         except StoreError as e:
             notices.append(("store_unavailable", "conversations cannot be saved now; this one is kept in memory"))
             return Opened(History(), notices=notices, store_error=e)

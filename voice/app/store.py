@@ -578,8 +578,8 @@ class ConversationStore:
                 owner = self._owner_hash(new.owner) if new.owner is not None else None
                 conn.execute(
                     "INSERT INTO sessions (id, created_at, updated_at, owner, system_prompt, meta)"
-                    " VALUES (?, ?, ?, ?, ?, '{}')",
-                    (session_id, new.created_at, now, owner, new.system_prompt),
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, new.created_at, now, owner, new.system_prompt, json.dumps(new.meta, default=str)),
                 )
             else:
                 self._require(conn, session_id)
@@ -658,6 +658,7 @@ class _NewSession:
     owner: str | None  # the client's token (only its salted hash is stored)
     system_prompt: str | None
     created_at: float  # Unix time the conversation was opened
+    meta: dict[str, Any] = field(default_factory=dict)  # what is known of it (a phone call's caller and ids)
 
 
 @dataclass(eq=False)
@@ -727,14 +728,16 @@ class TurnRecorder:
                 self._seq[id(s.turn)] = (s.turn, s.seq)
         return [s.turn for s in stored]
 
-    def create(self, owner: str | None = None, system_prompt: str | None = None) -> None:
+    def create(
+        self, owner: str | None = None, system_prompt: str | None = None, meta: dict[str, Any] | None = None
+    ) -> None:
         """The session is new: it is written with its first turn (on the writer thread), not before.
 
         Nothing is handed over now: a conversation in which nothing is ever
         finalized leaves nothing in the store.
         """
         with self._lock:
-            self._new = _NewSession(owner, system_prompt, time.time())
+            self._new = _NewSession(owner, system_prompt, time.time(), dict(meta or {}))
 
     @property
     def stored(self) -> bool:
@@ -900,7 +903,11 @@ class TurnRecorder:
 
 
 def open_history(
-    store: ConversationStore, session_id: str | None, owner: str | None = None, system_prompt: str | None = None
+    store: ConversationStore,
+    session_id: str | None,
+    owner: str | None = None,
+    system_prompt: str | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> tuple[str, History, TurnRecorder]:
     """A conversation backed by ``store``: a new one (``session_id`` None) or the stored one, resumed.
 
@@ -912,11 +919,11 @@ def open_history(
     ``recorder.error``. Resuming reads the session on the caller's thread:
     raises UnknownSession for an id that is not there or has no turns
     (nothing was ever said in it), ForeignSession for one that is not
-    ``owner``'s, and StoreError when the store fails.
+    ``owner``'s, and StoreError when the store fails. ``meta``: kept with a new session.
     """
     if session_id is None:
         recorder = TurnRecorder(store, uuid.uuid4().hex)
-        recorder.create(owner=owner, system_prompt=system_prompt)
+        recorder.create(owner=owner, system_prompt=system_prompt, meta=meta)
         return recorder.session_id, History(listener=recorder), recorder
     if store.session_record(session_id).turns == 0:  # from before sessions were written with a turn
         raise UnknownSession(f"session {session_id!r} has no turns: there is nothing to resume", session_id)

@@ -44,6 +44,7 @@ import numpy as np
 from asr.echo import EchoCanceller, LinearEchoCanceller
 from asr.whisper import Transcript
 from voice.core.audio import ASR_RATE, BLOCK_S, VAD_FRAME, AudioBuffer
+from voice.core.call import CallConfig, IdleAction, IdleWatch
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig, sentence_end_probability
 from voice.core.endpointing import EndpointConfig, OnsetDropped, SpeechOnset, SpeechStart, speech_run_start
@@ -134,6 +135,8 @@ class SessionConfig:
     )
     filler: str | None = "One moment."
     filler_delay_s: float = 1.0
+    # A phone call: a greeting before the caller speaks, and what is done when the line goes quiet (None: not a call).
+    call: CallConfig | None = None
 
 
 class SessionToolContext:
@@ -238,6 +241,9 @@ class Session:
         self._tool_context = SessionToolContext(self)
         self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
         self._ending = False  # a tool ended the conversation: over once the reply has been played
+        call = self.config.call
+        self._greeting = call.greeting if call is not None else None  # said at the first block, then None
+        self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
 
     @property
@@ -276,17 +282,36 @@ class Session:
         self._tick()
 
     def _tick(self) -> None:
-        """Once a block: timers due, the filler while tools run, the end a tool asked for."""
+        """Once a block: timers due, the filler while tools run, a call's greeting and its quiet line,
+        the end a tool (or a caller gone quiet) asked for."""
         now = self.clock.now()
+        if self._greeting:  # the assistant speaks first, without waiting for the caller
+            self._run(self.conversation.announce(self._greeting, now))
+            self._greeting = None
+        if self._idle_watch is not None:
+            self._watch_the_line(now)
         while self._alarms and self._alarms[0][0] <= now:
             _, text = self._alarms.pop(0)
             self._run(self.conversation.announce(text, now))
         self._run(self.conversation.tick(now))
         self._check_ended()
 
+    def _watch_the_line(self, now: float) -> None:
+        c = self.conversation
+        watch = self._idle_watch
+        assert watch is not None and self.config.call is not None and self.config.call.idle is not None
+        busy = self._busy > 0 or self._playout.queued > 0 or c.response is not None or bool(self._tool_tasks)
+        action = watch.check(now, busy, c.user_speaking)
+        if action is IdleAction.PROMPT:
+            self._run(self.conversation.announce(self.config.call.idle.prompt, now))
+        elif action is IdleAction.HANG_UP:
+            log.info("the line has been quiet after %d prompts: saying goodbye", watch.prompted)
+            self._run(self.conversation.announce(self.config.call.idle.goodbye, now))
+
     def _check_ended(self) -> None:
         c = self.conversation
-        if self._ending and c.response is None and not self._playout.queued and not c.user_speaking:
+        hung_up = self._idle_watch is not None and self._idle_watch.hanging_up
+        if (self._ending or hung_up) and c.response is None and not self._playout.queued and not c.user_speaking:
             self.ended.set()
 
     def say_later(self, delay_s: float, text: str) -> None:
