@@ -308,3 +308,17 @@ def test_a_tool_turn_is_shown_and_exported_with_its_call(tmp_path):
     }
     markdown = history("export", SID[:6], "--format", "md", env=env)
     assert "**Tool**" in markdown.stdout and "`set_timer({" in markdown.stdout
+
+
+def test_a_phone_call_is_shown_with_its_caller(tmp_path):
+    path = tmp_path / "calls.db"
+    meta = {"channel": "twilio", "caller": "+15550199", "call_sid": "CA456", "stream_sid": "MZ1", "account_sid": "AC1"}
+    with ConversationStore.open(path) as s:
+        s.create_session(SID, meta=meta)
+        s.add_turn(SID, Turn("assistant", "Hello, thanks for calling.", t_start=0.1, t_end=1.6))
+    env = {"VOICE_DB": str(path)}
+    shown = history("show", SID[:6], env=env)
+    assert "twilio call from +15550199 (call_sid CA456, stream_sid MZ1)" in shown.stdout, shown.stdout
+    exported = json.loads(history("export", SID[:6], "--format", "json", env=env).stdout)
+    assert exported["sessions"][0]["meta"] == meta
+    assert "A twilio call from +15550199." in history("export", SID[:6], "--format", "md", env=env).stdout

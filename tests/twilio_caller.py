@@ -96,6 +96,7 @@ async def call(
     greeted: bool = False,
     steps: list[Step] | None = None,
     parameters: dict[str, str] | None = None,
+    timing: dict[str, float] | None = None,
 ) -> list[dict]:
     """Dial in to the server on ``port`` and play the reply as Twilio does: each chunk after the
     ones before it, in real time, its mark echoed once it has played; at a ``clear`` the queue
@@ -106,7 +107,9 @@ async def call(
     say ``caller`` (8 kHz) in real time, with ``interrupt=(speech, after_s)`` say ``speech`` over
     the reply once ``after_s`` of it has played, then listen for ``tail_s`` at most (until a
     reply has played out). Then hang up (``stop``), unless the server did. ``parameters``: the
-    stream's custom parameters. Returns what the server sent."""
+    stream's custom parameters. ``timing`` is given ``first_sent`` and ``first_media``: when
+    the caller's first frame went and the reply's first audio came (the loop's clock). Returns
+    what the server sent."""
     if steps is None:
         assert caller is not None
         steps = [Listen(15.0)] if greeted else []
@@ -128,6 +131,8 @@ async def call(
                 received.append(m)
                 now = loop.time()
                 if m["event"] == "media":
+                    if timing is not None:
+                        timing.setdefault("first_media", now)
                     n = len(base64.b64decode(m["media"]["payload"]))
                     state["samples"] += n
                     state["played_until"] = max(state["played_until"], now) + n / 8000
@@ -153,6 +158,8 @@ async def call(
 
         async def send_frame(chunk: np.ndarray) -> None:
             nonlocal frame
+            if timing is not None:
+                timing.setdefault("first_sent", loop.time())
             await ws.send(media(chunk, frame))
             frame += 1
             await asyncio.sleep(max(0.0, t0 + frame * 0.02 - loop.time()))

@@ -29,6 +29,8 @@ class WebRTCRun:
     reply: list[np.ndarray] = field(default_factory=list)  # what the reply track played, 48 kHz mono
     close: dict[str, Any] | None = None  # the server's close message
     answer_status: int = 0
+    started_at: float | None = None  # when the microphone's first frame went (time.monotonic())
+    first_voice_at: float | None = None  # when the first reply frame with sound in it came
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -56,7 +58,7 @@ class Speaker(MediaStreamTrack):
         if self.readyState != "live":
             raise MediaStreamError
         if self.start is None:
-            self.start = time.monotonic()
+            self.start = self.run.started_at = time.monotonic()
         else:
             self.pts += FRAME
             await asyncio.sleep(max(0.0, self.start + self.pts / ASR_RATE - time.monotonic()))
@@ -126,6 +128,8 @@ async def webrtc_call(
             run.reply.append(x)
             if np.sqrt(np.mean(x**2)) > 0.003:
                 speaker.voiced_s += len(x) / frame.sample_rate
+                if run.first_voice_at is None:
+                    run.first_voice_at = time.monotonic()
 
     @pc.on("track")
     def _track(track: MediaStreamTrack) -> None:

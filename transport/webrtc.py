@@ -177,10 +177,9 @@ class Microphone:
     def _receive(self, frame: AudioFrame) -> None:
         channels = len(frame.layout.channels)
         x = frame.to_ndarray()
+        scale = 1 / 32768 if x.dtype == np.int16 else 1.0  # aiortc's Opus decoder gives s16
         x = x.reshape(channels, -1).mean(axis=0) if frame.format.is_planar else x.reshape(-1, channels).mean(axis=1)
-        if x.dtype == np.int16:
-            x = x / 32768.0
-        x = x.astype(np.float32)
+        x = (x * scale).astype(np.float32)
         if frame.sample_rate != self._rate:
             self._rate = frame.sample_rate
             self._to_16k = None if self._rate == ASR_RATE else soxr.ResampleStream(self._rate, ASR_RATE, 1, "float32")
@@ -353,5 +352,7 @@ class WebRTCPeer:
         for task in self._tasks:
             task.cancel()
         self.track.stop()
+        # A peer that vanished can leave aiortc's close waiting on its transports: not for ever.
         with contextlib.suppress(Exception):
-            await self.pc.close()
+            async with asyncio.timeout(5):
+                await self.pc.close()

@@ -126,6 +126,12 @@ class _HttpConnection(ServerConnection):
         else:
             self._receive_post(data)
 
+    async def handshake(self, *args: Any, **kwargs: Any) -> None:
+        await asyncio.wait([self.request_rcvd, self.connection_lost_waiter], return_when=asyncio.FIRST_COMPLETED)
+        if self._bytes_seen and self.request is None and getattr(self, "_post_body", None) is not None:
+            return  # a POST, answered as HTTP: no WebSocket handshake to make, nor a failed one to log
+        await super().handshake(*args, **kwargs)
+
     def _receive_post(self, data: bytes) -> None:
         post = self._post
         assert post is not None
@@ -270,6 +276,7 @@ class VoiceServer:
         self._server: Server | None = None
         self.port = self.config.port
         self.draining = False  # no new session; the live ones are finished (drain())
+        self._peer_sessions: set[asyncio.Task] = set()  # WebRTC sessions (a WebSocket's is its handler's)
         self._public = urlsplit(self.config.public_url) if self.config.public_url else None
 
     async def start(self) -> None:
@@ -297,8 +304,13 @@ class VoiceServer:
 
     async def close(self) -> None:
         if self._server is not None:
-            self._server.close()  # closes every connection with 1001 (going away)
+            self._server.close()  # closes every WebSocket connection with 1001 (going away)
+            for conn in list(self.connections.values()):
+                if conn.peer is not None:  # a WebRTC peer is no WebSocket: told and closed here
+                    await conn.ws.close(1001, "the server is shutting down")
             await self._server.wait_closed()
+            if self._peer_sessions:
+                await asyncio.wait(self._peer_sessions, timeout=10)
 
     async def drain(self, timeout_s: float) -> int:
         """Take no new session and let the live ones finish, for ``timeout_s`` at most.
@@ -513,7 +525,9 @@ class VoiceServer:
         conn = Connection(self, peer.link, session_id, VoiceProtocol(session_id, self.engines.output_rate,
                           self.config.limits), peer=peer)  # fmt: skip
         self.connections[session_id] = conn
-        asyncio.get_running_loop().create_task(self._serve(conn), name=f"webrtc-{session_id[:8]}")
+        task = asyncio.get_running_loop().create_task(self._serve(conn), name=f"webrtc-{session_id[:8]}")
+        self._peer_sessions.add(task)
+        task.add_done_callback(self._peer_sessions.discard)
         if kind.split(";")[0].strip().lower() == "application/sdp":
             return _response(201, "Created", "application/sdp", answer.encode(), "no-store")
         body = json.dumps({"type": "answer", "sdp": answer}).encode()

@@ -7,6 +7,7 @@ reply and reports what it played. The page's ``window.voiceState`` is what is ch
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -35,8 +36,8 @@ def recording(name: str):
     return next(r for r in recordings() if r.name == name)
 
 
-def page_url(server: Any) -> str:
-    url = f"{server.url.rstrip('/')}/?autostart=1"
+def page_url(server: Any, query: str = "") -> str:
+    url = f"{server.url.rstrip('/')}/?autostart=1{query}"
     token = getattr(server, "token", None)
     return f"{url}&token={token}" if token else url
 
@@ -50,16 +51,21 @@ async def debug(browser: Browser) -> str:
     return f"voiceState: {json.dumps(state)}\nconsole:\n{console}\nchromium stderr:\n{browser.stderr_tail(1500)}"
 
 
-async def run_page(server: Any, wav: Path, until: str, timeout: float) -> tuple[dict[str, Any], Browser]:
+async def run_page(
+    server: Any, wav: Path, until: str, timeout: float, query: str = ""
+) -> tuple[dict[str, Any], Browser]:
     """Open the page with ``wav`` as the microphone and wait for ``until`` (a JS expression)."""
     async with launch(wav, hard_timeout_s=timeout + 90) as browser:
-        await browser.navigate(page_url(server))
+        await browser.navigate(page_url(server, query))
         try:
             await browser.wait_for("window.voiceState.status === 'ready'", timeout=30)
             await browser.wait_for(until, timeout=timeout)
             state = await browser.evaluate("window.voiceState")
         except Exception as e:
             raise AssertionError(f"{e}\n{await debug(browser)}") from e
+        if "transport=webrtc" in query:  # Stop, as a person would: the server sees the peer go at once
+            await browser.evaluate("document.getElementById('start').click()")
+            await browser.wait_for("window.voiceState.status === 'closed'", timeout=10)
         state["dom"] = await browser.evaluate(
             """(() => [...document.querySelectorAll('#log .turn')].map(el => ({
                   cls: el.className,
@@ -125,3 +131,27 @@ async def test_page_shows_the_cut_of_an_interrupted_reply(voice_server, tmp_path
     # The interruption itself was transcribed.
     assert len(state["transcripts"]) >= 2, state["transcripts"]
     assert word_error_rate(who.transcript, state["transcripts"][1]) <= 0.35, state["transcripts"]
+
+
+async def test_page_over_webrtc_transcribes_and_answers(voice_server, tmp_path):
+    """The page's WebRTC switch: the microphone and the reply as RTP (Opus), events on a data channel."""
+    rec = recording(QUESTION)
+    wav = padded_wav(rec.path, tmp_path / "mic.wav")
+    done = """(() => { const s = window.voiceState;
+        return s.transcripts.length > 0 && s.assistant.some(a => a.text && a.done); })()"""
+    state, _ = await run_page(voice_server, wav, done, timeout=120, query="&transport=webrtc")
+    assert state["transport"] == "webrtc" and state["status"] == "ready", state
+    assert state["errors"] == [], state["errors"]
+    heard = state["transcripts"][0]
+    assert word_error_rate(rec.transcript, heard) <= 0.35, heard
+    (reply, *_) = [a for a in state["assistant"] if a["text"]]
+    assert reply["done"] and not reply["interrupted"], reply
+    assert state["received"] == 0  # no audio on the data channel: the reply came as RTP
+    kinds = state["events"]
+    assert kinds[0] == "ready" and kinds.index("transcript_final") < kinds.index("turn_end")
+    for _ in range(100):  # the page's Stop closed the peer connection: its session ends on the server
+        if not any(c.peer is not None for c in voice_server.connections.values()):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the WebRTC session outlived the page's Stop")

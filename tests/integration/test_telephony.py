@@ -32,11 +32,20 @@ def _rec(name: str):
 
 
 async def new_session(server, before: set[str], timeout: float = 15.0):
-    """The record of the one session that ended since ``before``."""
+    """The record of the one call that ended since ``before`` (a call opens with a greeting: the
+    shared server's other sessions, such as a browser's WebRTC peer noticed gone late, do not)."""
     for _ in range(round(timeout / 0.05)):
-        if new := set(server.closed) - before:
-            (sid,) = new
-            return server.closed[sid]
+        calls = [
+            record
+            for sid, record in server.closed.items()
+            if sid not in before
+            and record.history
+            and record.history.turns
+            and record.history.turns[0].role == "assistant"
+        ]
+        if calls:
+            (record,) = calls
+            return record
         await asyncio.sleep(0.05)
     raise AssertionError("the call's session did not end")
 

@@ -10,11 +10,12 @@ import time
 
 import numpy as np
 import pytest
+from av import AudioFrame
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 from websockets.asyncio.client import connect
 
 from tests.webrtc_client import webrtc_call
-from transport.webrtc import PLAYOUT_DELAY_S, OfferError, ReplyTrack, read_offer
+from transport.webrtc import PLAYOUT_DELAY_S, Microphone, OfferError, ReplyTrack, read_offer
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.shell.session import SessionConfig
 
@@ -120,3 +121,17 @@ async def test_the_offer_endpoint_refuses_what_it_cannot_answer_and_says_why():
     finally:
         await server.close()
         await engines.aclose()
+
+
+def test_the_microphone_hears_what_opus_decoded_at_its_level():
+    mic = Microphone()
+    t = np.arange(960) / 48000
+    x = 0.25 * np.sin(2 * np.pi * 440 * t)
+    stereo = np.repeat((x * 32767).astype("<i2"), 2).reshape(1, -1)  # packed s16, as aiortc decodes Opus
+    for _ in range(10):
+        frame = AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
+        frame.sample_rate = 48000
+        mic._receive(frame)
+    heard = mic.take()
+    assert 2800 <= len(heard) <= 3200  # 200 ms at 16 kHz (the resampler holds a little back)
+    assert abs(np.sqrt(np.mean(heard[500:] ** 2)) - 0.25 / np.sqrt(2)) < 0.01

@@ -1,5 +1,7 @@
-// The voice page: microphone -> /ws (PCM16), reply audio <- /ws, live transcript.
-// Protocol: docs/protocol.md, "Our protocol (/ws)". No dependencies, no build step.
+// The voice page: microphone -> /ws (PCM16), reply audio <- /ws, live transcript; or, with the
+// WebRTC switch (?transport=webrtc), the microphone and the reply as RTP (Opus, the browser's own
+// echo cancellation and jitter buffer) and the same events on a data channel.
+// Protocol: docs/protocol.md, "Our protocol (/ws)" and "WebRTC". No dependencies, no build step.
 "use strict";
 
 (() => {
@@ -11,6 +13,7 @@
   // ---- state (window.voiceState is a read-only snapshot of it, for tests) ----
   const state = {
     status: "idle", // idle | starting | connecting | ready | closed | error
+    transport: "ws", // ws | webrtc: how the audio travels
     transcripts: [], // final user texts (non-empty), in order
     tools: [], // {call_id, name, status}: the server's tool calls, in order (status null while it runs)
     assistant: [], // {response, text, heard, interrupted, done, chunks: [{text, start}]}
@@ -29,6 +32,7 @@
     get() {
       return {
         status: state.status,
+        transport: state.transport,
         transcripts: state.transcripts.slice(),
         tools: state.tools.map((t) => ({ ...t })),
         assistant: state.assistant.map((a) => ({
@@ -53,6 +57,7 @@
   // ---- audio / connection handles ----
   let ctx = null;
   let ws = null;
+  let rtc = null; // WebRTC: {pc, dc, audio}
   let stream = null;
   let source = null;
   let capture = null;
@@ -86,7 +91,9 @@
   }
 
   function send(obj) {
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj));
+    if (rtc) {
+      if (rtc.dc && rtc.dc.readyState === "open") rtc.dc.send(JSON.stringify(obj));
+    } else if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj));
   }
 
   function scrollLog() {
@@ -140,7 +147,7 @@
     meter.style.setProperty("--level", level.toFixed(3));
     meter.setAttribute("aria-valuenow", String(Math.round(level * 100)));
 
-    if (!ready || !ws || ws.readyState !== WebSocket.OPEN) return; // nothing before `ready`
+    if (rtc || !ready || !ws || ws.readyState !== WebSocket.OPEN) return; // nothing before `ready`; WebRTC: RTP
     const x = upsampler ? upsampler.process(block) : block;
     if (x.length === 0) return;
     const pcm = toPcm16(x);
@@ -390,6 +397,9 @@
       case "error":
         showError(msg.code, msg.message, msg.fatal);
         break;
+      case "close": // WebRTC: the server ends the session (a data channel has no close codes)
+        finish(msg.code, msg.reason);
+        break;
       default:
         break;
     }
@@ -397,6 +407,11 @@
 
   function onReady(msg) {
     state.outputRate = msg.output_sample_rate;
+    if (rtc) {
+      ready = true; // the microphone is on already: its track is in the offer
+      setStatus("ready", `session ${String(msg.session || "").slice(0, 8)} (WebRTC)`);
+      return;
+    }
     if (msg.max_frame_bytes) maxFrameBytes = msg.max_frame_bytes;
     if (player) player.port.postMessage({ type: "rate", serverRate: msg.output_sample_rate });
     startMicrophone().then(
@@ -455,29 +470,92 @@
 
     setStatus("connecting");
     const token = params.get("token");
+    state.transport = document.querySelector('input[name="transport"]:checked')?.value || "ws";
+    if (state.transport === "webrtc") {
+      startWebRTC(token).catch((err) => {
+        showError("webrtc", String((err && err.message) || err), true);
+        setStatus("error", "WebRTC failed");
+        finish(1006, "WebRTC failed");
+      });
+      return;
+    }
     const url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/ws${
       token ? `?token=${encodeURIComponent(token)}` : ""
     }`;
     ws = new WebSocket(url);
     ws.binaryType = "arraybuffer";
     ws.onopen = () => send({ type: "hello", sample_rate: sendRate, acks: true, echo_cancel: false });
-    ws.onmessage = (e) => {
-      if (typeof e.data !== "string") return onReplyAudio(e.data);
-      let msg;
-      try {
-        msg = JSON.parse(e.data);
-      } catch (_e) {
-        return;
-      }
-      if (msg && typeof msg.type === "string") onEvent(msg);
-    };
+    ws.onmessage = (e) => (typeof e.data === "string" ? onMessage(e.data) : onReplyAudio(e.data));
     ws.onerror = () => {};
-    ws.onclose = (e) => {
-      state.close = { code: e.code, reason: e.reason };
-      const wasError = state.status === "error";
-      teardown();
-      if (!wasError) setStatus("closed", `code ${e.code}${e.reason ? ` ${e.reason}` : ""}`);
+    ws.onclose = (e) => closed(e.code, e.reason);
+  }
+
+  // A JSON message from the server (on the WebSocket, or WebRTC's data channel).
+  function onMessage(text) {
+    let msg;
+    try {
+      msg = JSON.parse(text);
+    } catch (_e) {
+      return;
+    }
+    if (msg && typeof msg.type === "string") onEvent(msg);
+  }
+
+  function closed(code, reason) {
+    state.close = { code, reason: reason || "" };
+    const wasError = state.status === "error";
+    teardown();
+    if (!wasError) setStatus("closed", `code ${code}${reason ? ` ${reason}` : ""}`);
+  }
+
+  // ---- WebRTC ----
+  async function startWebRTC(token) {
+    await startMicrophone(); // its track goes in the offer (and feeds the level meter)
+    const pc = new RTCPeerConnection({ iceServers: [] });
+    rtc = { pc, dc: null, audio: null };
+    for (const track of stream.getAudioTracks()) pc.addTrack(track, stream);
+    const dc = pc.createDataChannel("events");
+    rtc.dc = dc;
+    dc.onopen = () => send({ type: "hello", sample_rate: 48000 });
+    dc.onmessage = (e) => typeof e.data === "string" && onMessage(e.data);
+    pc.ontrack = (e) => {
+      const audio = new Audio();
+      audio.autoplay = true;
+      audio.srcObject = e.streams[0] || new MediaStream([e.track]);
+      audio.play().catch(() => {});
+      if (rtc) rtc.audio = audio;
+      $("speaker").dataset.state = "playing";
     };
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === "failed") finish(1006, "the WebRTC connection failed");
+    };
+    await pc.setLocalDescription(await pc.createOffer());
+    // No trickle: the offer goes with its candidates.
+    if (pc.iceGatheringState !== "complete") {
+      await new Promise((resolve) => {
+        const done = () => pc.iceGatheringState === "complete" && resolve();
+        pc.addEventListener("icegatheringstatechange", done);
+        setTimeout(resolve, 3000);
+      });
+    }
+    const response = await fetch(`/webrtc/offer${token ? `?token=${encodeURIComponent(token)}` : ""}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/sdp" },
+      body: pc.localDescription.sdp,
+    });
+    const body = await response.text();
+    if (!response.ok) throw new Error(`the offer was refused: ${response.status} ${body.trim()}`);
+    await pc.setRemoteDescription({ type: "answer", sdp: body });
+  }
+
+  // The end of a WebRTC session: the server's close message, a failed connection, or Stop.
+  function finish(code, reason) {
+    if (!rtc) return;
+    const { pc, audio } = rtc;
+    rtc = null;
+    if (audio) audio.srcObject = null;
+    pc.close();
+    closed(code, reason);
   }
 
   function teardown() {
@@ -495,7 +573,8 @@
   }
 
   function stop() {
-    if (ws && ws.readyState <= WebSocket.OPEN) ws.close(1000, "bye");
+    if (rtc) finish(1000, "bye");
+    else if (ws && ws.readyState <= WebSocket.OPEN) ws.close(1000, "bye");
     else {
       teardown();
       setStatus("closed");
@@ -507,6 +586,7 @@
     else stop();
   });
   $("cancel").addEventListener("click", () => send({ type: "cancel" }));
+  if (params.get("transport") === "webrtc") document.querySelector('input[value="webrtc"]').checked = true;
   setStatus("idle");
   if (params.get("autostart") === "1") start();
 })();

@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--public-url", help="behind a front door (deploy/): the http(s)://host[:port] clients use to reach it"
     )
     serve_opts.add_argument("--idle-timeout", type=float, default=300.0, help="seconds without a message")
+    serve_opts.add_argument(
+        "--ice-server",
+        action="append",
+        default=[],
+        help="WebRTC: a STUN/TURN URL for clients beyond the LAN, e.g. stun:stun.example.org:3478 (repeatable)",
+    )
     calls = p.add_argument_group("phone calls (--serve, /telephony/twilio)")
     calls.add_argument(
         "--call-greeting",
@@ -468,6 +474,7 @@ async def run_serve(
         session=session_cfg,
         tools=tools,
         call=call_config(args),
+        ice_servers=tuple(args.ice_server),
     )
     try:
         config.check()

@@ -107,6 +107,12 @@ def _show(session: SessionRecord, turns: list[StoredTurn]) -> str:
     lines = [f"session {session.id}", f"created {_local(session.created_at)}, updated {_local(session.updated_at)}"]
     if session.system_prompt:
         lines.append(f"system prompt: {session.system_prompt}")
+    call = session.meta
+    if call.get("channel"):  # a phone call: who called, and its ids
+        ids = ", ".join(f"{k} {call[k]}" for k in ("call_sid", "stream_sid") if call.get(k))
+        lines.append(
+            f"{call['channel']} call from {call.get('caller') or 'an unknown number'}" + (f" ({ids})" if ids else "")
+        )
     lines.append(f"{len(turns)} turn{'s' if len(turns) != 1 else ''}")
     lines.append("")
     day = _day(session.created_at)
@@ -187,6 +193,9 @@ def _markdown(session: SessionRecord, turns: list[StoredTurn]) -> str:
     out.append("")
     if session.system_prompt:
         out += [f"> **System:** {_md_escape(session.system_prompt)}", ""]
+    if session.meta.get("channel"):
+        caller = session.meta.get("caller") or "an unknown number"
+        out += [f"A {_md_escape(str(session.meta['channel']))} call from {_md_escape(str(caller))}.", ""]
     day = _day(session.created_at)
     for s in turns:
         t = s.turn
