@@ -164,7 +164,7 @@ class Microphone:
         self._to_16k: soxr.ResampleStream | None = None
         self._rate = 0
         self.last_audio = time.monotonic()  # when a frame last came (the connection's idle watch)
-        self.frames = 0
+        self.listening = False  # a track is being read (one microphone a peer)
 
     async def run(self, track: MediaStreamTrack) -> None:
         while True:
@@ -186,7 +186,6 @@ class Microphone:
         if self._to_16k is not None:
             x = self._to_16k.resample_chunk(x)
         self._chunks.append(x)
-        self.frames += 1
         self.last_audio = time.monotonic()
 
     def take(self) -> np.ndarray:
@@ -316,7 +315,8 @@ class WebRTCPeer:
 
         @pc.on("track")
         def _on_track(track: MediaStreamTrack) -> None:
-            if track.kind == "audio" and not self.microphone.frames:
+            if track.kind == "audio" and not self.microphone.listening:
+                self.microphone.listening = True
                 self._tasks.append(asyncio.create_task(self.microphone.run(track), name="webrtc-mic"))
 
         @pc.on("datachannel")

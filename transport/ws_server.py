@@ -112,12 +112,14 @@ class _HttpConnection(ServerConnection):
 
     voice: VoiceServer  # set on the subclass each server makes (VoiceServer.start)
     _bytes_seen = False
+    _is_post = False  # the request is a POST, read here: websockets' handshake never sees it
     _post: h11.Connection | None = None
     _post_request: h11.Request | None = None
     _post_body: bytearray
 
     def data_received(self, data: bytes) -> None:
         if not self._bytes_seen and data.startswith(b"POST "):
+            self._is_post = True
             self._post = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_POST_HEAD)
             self._post_body = bytearray()
         self._bytes_seen = True
@@ -128,7 +130,7 @@ class _HttpConnection(ServerConnection):
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
         await asyncio.wait([self.request_rcvd, self.connection_lost_waiter], return_when=asyncio.FIRST_COMPLETED)
-        if self._bytes_seen and self.request is None and getattr(self, "_post_body", None) is not None:
+        if self._is_post:
             return  # a POST, answered as HTTP: no WebSocket handshake to make, nor a failed one to log
         await super().handshake(*args, **kwargs)
 

@@ -297,16 +297,14 @@ class Session:
         self._check_ended()
 
     def _watch_the_line(self, now: float) -> None:
-        c = self.conversation
         watch = self._idle_watch
-        assert watch is not None and self.config.call is not None and self.config.call.idle is not None
-        busy = self._busy > 0 or self._playout.queued > 0 or c.response is not None or bool(self._tool_tasks)
-        action = watch.check(now, busy, c.user_speaking)
+        assert watch is not None
+        action = watch.check(now, not self.idle or bool(self._tool_tasks), self.conversation.user_speaking)
         if action is IdleAction.PROMPT:
-            self._run(self.conversation.announce(self.config.call.idle.prompt, now))
+            self._run(self.conversation.announce(watch.policy.prompt, now))
         elif action is IdleAction.HANG_UP:
             log.info("the line has been quiet after %d prompts: saying goodbye", watch.prompted)
-            self._run(self.conversation.announce(self.config.call.idle.goodbye, now))
+            self._run(self.conversation.announce(watch.policy.goodbye, now))
 
     def _check_ended(self) -> None:
         c = self.conversation
