@@ -290,3 +290,11 @@ def test_ctrl_c_while_the_engines_load_is_one_line_and_130_and_leaves_no_process
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_an_unsure_finished_can_be_left_to_the_model():
+    from voice.app.cli import build_parser, end_of_turn_config
+
+    parse = build_parser().parse_args
+    assert end_of_turn_config(parse([])).sure_threshold == 0.85
+    assert end_of_turn_config(parse(["--turn-sure-threshold", "0"])).sure_threshold is None

@@ -479,3 +479,46 @@ def test_after_an_endpoint_only_a_new_utterance_is_checked():
     speak(eot, 2.0, 2.5)
     (check2,) = pause(eot, 2.5, 0.224)[-1:]
     assert (check2.onset, check2.end) == (2.0, 2.5)
+
+
+def test_an_unsure_finished_needs_words_that_read_finished():
+    # "in being | comparatively modern": the model said 0.74 to "in B.", the words 0.055.
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("in B.", end=1.06, t=1.25, sentence_end=0.055)
+    assert eot.answer(check.check, 0.74, 1.3) == []
+    assert eot.words_hold
+    assert not of(Endpoint, pause(eot, 1.06, 0.768))  # not finished words either: no early end
+    (ep,) = pause(eot, 1.06, 2.016)[-1:]
+    assert ep.reason == "max_wait"
+
+
+def test_an_unsure_finished_ends_the_turn_on_finished_words():
+    # "For the twentieth time that evening the two men shook hands.": the model 0.74, the words 0.40.
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("For the twentieth time that evening the two men shook hands.", 1.06, 1.25, sentence_end=0.40)
+    (ep,) = eot.answer(check.check, 0.74, 1.3)
+    assert ep.reason == "model" and not eot.words_hold
+
+
+def test_a_sure_finished_needs_only_words_that_are_not_unfinished():
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("In being comparatively modern.", end=1.06, t=1.25, sentence_end=0.047)
+    assert of(Endpoint, eot.answer(check.check, 0.99, 1.3))
+
+
+def test_an_unsure_finished_waits_for_its_words_then_doubts_them():
+    eot, check = held()
+    assert eot.answer(check.check, 0.81, 1.3) == [] and eot.holding
+    words = "The invention of movable metal letters in the middle of the 15th century."
+    assert eot.transcript(words, end=1.06, t=1.45, sentence_end=0.26) == []
+    assert eot.words_hold and not eot.holding
+
+
+def test_the_sure_threshold_can_be_switched_off():
+    eot = started(EndOfTurnConfig(sure_threshold=None))
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript("in B.", end=1.06, t=1.25, sentence_end=0.055)
+    assert of(Endpoint, eot.answer(check.check, 0.74, 1.3))

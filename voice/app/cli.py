@@ -223,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the LLM's P(the sentence ends here) for the early final below which the words hold the turn open "
         "(0: the words are not read)",
     )
+    turns.add_argument(
+        "--turn-sure-threshold",
+        type=float,
+        default=EndOfTurnConfig.sure_threshold,
+        help="Smart Turn's probability below which its 'finished' ends the turn only if the LLM also reads the "
+        "words as a finished sentence (0: never asked)",
+    )
     local = p.add_argument_group("microphone and speaker (the default mode)")
     local.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
     local.add_argument("--input-device", help="microphone: a number or a name from --list-devices")
@@ -612,6 +619,7 @@ def end_of_turn_config(args: argparse.Namespace) -> EndOfTurnConfig | None:
         max_wait_s=args.turn_max_wait_ms / 1000,
         threshold=args.turn_threshold,
         min_sentence_end=args.turn_min_sentence_end or None,
+        sure_threshold=args.turn_sure_threshold or None,
     )
 
 

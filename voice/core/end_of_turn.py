@@ -18,7 +18,9 @@ the words are unfinished ("Not at this particular": 0.000) and overrule the
 model's "finished" for the pause. The model hears a finished sound in some
 cut sentences (0.95 after "Not at this particular" on a shared recording),
 which no threshold on its answer alone can tell from a finished turn; the
-two together can. With ``transcripts=True`` (the caller gives a transcript of
+two together can; and when the model is unsure (0.5-0.85), the words must
+read finished as well, not merely not unfinished (``sure_threshold``). With
+``transcripts=True`` (the caller gives a transcript of
 each pause), a "finished" that comes before the transcript waits for it, up
 to ``transcript_wait_s``.
 
@@ -175,6 +177,15 @@ class EndOfTurnConfig:
     # this it waits max_wait_s). None: only max_wait_s.
     finished_sentence_end: float | None = 0.4
     finished_wait_s: float = 0.8
+    # A "finished" the model is not sure of (below sure_threshold) ends the turn only if the words
+    # read finished too (P(the sentence ends here) at least doubtful_sentence_end); a sure one
+    # needs only that they are not unfinished (min_sentence_end). Inside sentences cut by a pause
+    # the model said 0.74 to "in being |" (heard "in B.", the words 0.055) and 0.81 to "... in
+    # the middle of the fifteenth century |" (the words 0.26), where finished turns it was unsure
+    # of read 0.40-0.56 ("... the two men shook hands.": 0.74 and 0.40). A doubted turn ends after
+    # max_wait_s unless the person goes on. None: no such check.
+    sure_threshold: float | None = 0.85
+    doubtful_sentence_end: float = 0.3
 
     def __post_init__(self) -> None:
         if not 0.0 < self.first_check_s < self.max_wait_s:
@@ -191,6 +202,10 @@ class EndOfTurnConfig:
             raise ValueError("finished_sentence_end must be a probability above 0 (None: no shorter wait)")
         if self.finished_wait_s <= 0.0:  # past max_wait_s it is moot: max_wait_s comes first
             raise ValueError("finished_wait_s must be positive")
+        if self.sure_threshold is not None and not 0.0 <= self.sure_threshold <= 1.0:  # at or below threshold: moot
+            raise ValueError("sure_threshold must be a probability (None: no such check)")
+        if not 0.0 <= self.doubtful_sentence_end <= 1.0:
+            raise ValueError("doubtful_sentence_end must be a probability")
 
 
 @dataclass(frozen=True)
@@ -382,7 +397,7 @@ class EndOfTurn:
         """The model said finished: the endpoint, unless the transcript says otherwise."""
         assert self._probability is not None
         weighted = self._probability * (self.config.continuation_weight if self._trails_off() else 1.0)
-        if weighted < self.config.threshold or self.unfinished_words:
+        if weighted < self.config.threshold or self.unfinished_words or self._doubted(weighted):
             return []  # max_wait_s ends it, unless the person goes on
         return self._endpoint(t, "model")
 
@@ -422,6 +437,27 @@ class EndOfTurn:
             and self._text is not None
             and len(_words(f"{self._context} {self._text}")) > 1
         )
+
+    def _doubted(self, weighted: float) -> bool:
+        """Whether the model's "finished" (``weighted``) is too unsure for words that read only
+        half finished (see ``sure_threshold``)."""
+        sure = self.config.sure_threshold
+        return (
+            sure is not None
+            and weighted < sure
+            and self._sentence_end is not None
+            and self._sentence_end < self.config.doubtful_sentence_end
+        )
+
+    @property
+    def words_hold(self) -> bool:
+        """Whether the words of this pause hold the turn open against the model's answer so far:
+        unfinished, trailing off, or too doubtful for how sure the model was."""
+        weighted = self._probability
+        if weighted is not None and self._trails_off():
+            weighted *= self.config.continuation_weight
+        doubted = weighted is not None and weighted >= self.config.threshold and self._doubted(weighted)
+        return self.unfinished_words or self._trails_off() or doubted
 
     def _remember(self) -> None:
         """The utterance ends: keep its words for the next one's reading."""

@@ -239,7 +239,7 @@ class Hearing:
         if commands is None:
             return None
         ended = next((h for h in self._end_of_turn(commands, t) if isinstance(h, Ended)), None)
-        return TranscriptWeighed(eot.unfinished_words or eot.trails_off, ended)
+        return TranscriptWeighed(eot.words_hold, ended)
 
     def _end_of_turn(self, commands: list[EndOfTurnCommand], t: float) -> list[Heard]:
         """The end-of-turn decisions as what was heard: checks to run, or the endpoint now."""
