@@ -5,6 +5,8 @@ Every rate and block size the layers share is defined here, once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import soxr
 
@@ -19,6 +21,36 @@ def resample(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     if from_rate == to_rate:
         return audio
     return soxr.resample(audio, from_rate, to_rate, quality="HQ").astype(np.float32)
+
+
+def shorten_pauses(
+    audio: np.ndarray, t0: float, pauses: Iterable[tuple[float, float]], keep_s: float, rate: int = ASR_RATE
+) -> np.ndarray:
+    """``audio``, which starts at ``t0`` on the timeline, with every silent stretch of ``pauses``
+    ((start, end) in seconds) longer than ``keep_s`` shortened to ``keep_s``: its middle is
+    dropped, half of ``keep_s`` kept at either side. A stretch not wholly inside ``audio`` is
+    left as it is.
+
+    Whisper mishears speech around a long silence inside what it is given: with 1-1.5 s of
+    silence inserted into the shared recordings, "Author of the danger trail" became "Author of
+    the danger, your trail" and "apologized Whittemore" "apologized to it more"; with the silence
+    cut to 0.3 s both came out as without it."""
+    end = t0 + len(audio) / rate
+    keep = []
+    at = 0
+    for start, stop in sorted(pauses):
+        if stop - start <= keep_s + 1e-9 or start < t0 - 1e-9 or stop > end + 1e-9:
+            continue
+        cut_from = round((start - t0 + keep_s / 2) * rate)
+        cut_to = round((stop - t0 - keep_s / 2) * rate)
+        if cut_from < at:  # overlaps the stretch before: never reorder or repeat audio
+            continue
+        keep.append(audio[at:cut_from])
+        at = cut_to
+    if not keep:
+        return audio
+    keep.append(audio[at:])
+    return np.concatenate(keep)
 
 
 class AudioBuffer:

@@ -43,7 +43,7 @@ import numpy as np
 
 from asr.echo import EchoCanceller, LinearEchoCanceller
 from asr.whisper import Transcript
-from voice.core.audio import ASR_RATE, BLOCK_S, VAD_FRAME, AudioBuffer
+from voice.core.audio import ASR_RATE, BLOCK_S, VAD_FRAME, AudioBuffer, shorten_pauses
 from voice.core.call import CallConfig, IdleAction, IdleWatch
 from voice.core.echo_gate import EchoGate
 from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig, sentence_end_probability
@@ -114,6 +114,9 @@ class SessionConfig:
     # Silence after which the final pass starts, before the endpoint (None: at the endpoint).
     # At least final_tail_s, so the pass has its tail.
     early_final_s: float | None = 0.128
+    # Silences inside an utterance longer than this are shortened to it in what Whisper hears
+    # (voice/core/audio.py, shorten_pauses); None: as they were.
+    asr_max_pause_s: float | None = 0.3
     # The first chunk of a reply may end before a conjunction once it has this many words (None: never).
     first_phrase_min_words: int | None = 5
     # Start the reply on the early final, before the endpoint, unheard until the endpoint confirms
@@ -216,6 +219,9 @@ class Session:
         self._asr_aec = LinearEchoCanceller() if echo_cancel and cfg.asr_audio == "linear" else None
         self._asr_onset = (-1.0, -1.0)  # the VAD's onset of speech over the reply, and where the ASR hears it begin
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
+        # The silences inside the current utterance, (start, end) on the timeline, and the one it is in now.
+        self._pauses: list[tuple[float, float]] = []
+        self._pause: tuple[float, float] | None = None
         self._playout = Playout(self.output_rate)
         self._device: AudioDevice | UncontrolledSpeaker = UncontrolledSpeaker()  # until the pump attaches one
         self._llm_tasks: dict[int, asyncio.Task] = {}
@@ -326,8 +332,12 @@ class Session:
         now = self.clock.now()
         c = self.conversation
         if isinstance(heard, SpeechContinues):
+            if self._pause is not None:  # the person went on after a pause
+                self._pauses.append(self._pause)
+                self._pause = None
             self._run(c.speech_continues(heard.t))
         elif isinstance(heard, SpeechPaused):
+            self._pause = (heard.end, heard.end + heard.silence_s)
             self._run(c.speech_paused(heard.end, heard.silence_s, now))
         elif isinstance(heard, PartialDue):
             self._partial(heard)
@@ -338,6 +348,7 @@ class Session:
         elif isinstance(heard, OnsetDropped):
             self._run(c.onset_dropped(now))
         elif isinstance(heard, SpeechStart):
+            self._pauses, self._pause = [], None
             self._run(c.speech_started(heard.onset, now))
         elif isinstance(heard, Ended):
             self._run(c.speech_ended(heard.end, now, heard.level_db, heard.background_db))
@@ -520,8 +531,16 @@ class Session:
 
     # -- ASR ------------------------------------------------------------------
 
-    def _utterance_audio(self, onset: float, end: float) -> np.ndarray:
-        return self._audio.slice(onset - self.config.endpoint.preroll_s, end)
+    def _utterance_audio(self, onset: float, end: float, for_asr: bool = True) -> np.ndarray:
+        """The audio of the utterance that began at ``onset`` up to ``end``, with its pre-roll; for
+        Whisper (``for_asr``) with its long pauses shortened (``asr_max_pause_s``)."""
+        start = onset - self.config.endpoint.preroll_s
+        audio = self._audio.slice(start, end)
+        keep = self.config.asr_max_pause_s
+        if not for_asr or keep is None or not self._pauses:
+            return audio
+        t0 = max(self._audio.start, round(start * ASR_RATE)) / ASR_RATE
+        return shorten_pauses(audio, t0, self._pauses, keep)
 
     def _over_reply_audio(self, onset: float, end: float) -> np.ndarray:
         """Speech over the reply, from where it began in what the ASR hears.
@@ -568,7 +587,7 @@ class Session:
     async def _check_end_of_turn(self, cmd: CheckEndOfTurn, utterance: int) -> None:
         """Is the utterance so far a finished turn? Smart Turn on its audio, on its own thread.
         A failure is reported and leaves the pause to silence (the max wait): the turn is kept."""
-        audio = self._utterance_audio(cmd.onset, cmd.until)
+        audio = self._utterance_audio(cmd.onset, cmd.until, for_asr=False)  # the pauses as they were: they are its cue
         loop = asyncio.get_running_loop()
         probability: float | None = None
         try:
