@@ -128,6 +128,35 @@ def test_a_failed_partial_only_releases_its_budget():
     assert budget.in_flight == 0 and not due.policy.running
 
 
+def closing_passes(config: PartialConfig) -> list[tuple[PartialDue, float]]:
+    """The partial passes due over a recorded question and the silence after it (each finished
+    at once), with where the speech before each closing one ended."""
+    hearing = Hearing(EndpointConfig(), StandInVAD(), partials=config, budget=Budget())
+    audio = np.concatenate([silence(0.3), load_audio(QUESTION), silence(1.0)])
+    out, paused_at = [], None
+    for i in range(0, len(audio), ASR_BLOCK):
+        block = audio[i : i + ASR_BLOCK]
+        for h in hearing.push(block, block, np.zeros(len(block), dtype=np.float32), False):
+            if isinstance(h, SpeechPaused):
+                paused_at = h.end
+            if isinstance(h, PartialDue):
+                hearing.partial_finished(h.policy, "it is")
+                out.append((h, paused_at if h.end is not None else None))
+    return out
+
+
+def test_each_pause_gets_one_closing_partial_on_all_the_speech_before_it():
+    passes = closing_passes(PartialConfig())
+    closing = [(due, at) for due, at in passes if due.end is not None]
+    assert closing and all(due.end == at for due, at in closing)
+    ends = [due.end for due, _ in closing]
+    assert len(ends) == len(set(ends))  # once a pause
+    # The last one closes the question: its speech end is the utterance's.
+    _, last = speech_span(np.concatenate([silence(0.3), load_audio(QUESTION)]))
+    assert ends[-1] == pytest.approx(last, abs=FRAME_S)
+    assert all(due.end is None for due in (p for p, _ in closing_passes(PartialConfig(closing_after_s=None))))
+
+
 # -- the end of the turn: an end-of-turn model's answers, scripted ------------------
 
 EOT = EndOfTurnConfig(first_check_s=0.2, recheck_s=0.3, max_wait_s=1.5)

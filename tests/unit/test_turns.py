@@ -763,3 +763,48 @@ def test_words_that_cut_the_reply_are_kept_if_the_final_pass_finds_none():
     assert events(AsrFinal, cmds)[0].text == "wait a moment"
     (start,) = of(StartResponse, cmds)
     assert start.messages[-1] == {"role": "user", "content": "wait a moment"}
+
+
+# -- the closing partial: speculation before the early final ------------------------------------
+
+
+def closing(conv: Conversation, text: str, end: float = 1.0) -> list:
+    """The person spoke up to ``end``; 64 ms into the silence the partial model's words for it are in."""
+    conv.speech_started(0.1, 0.35)
+    conv.speech_paused(end, 0.032, end + 0.04)
+    return conv.closing_partial(conv.utterance, end, text, end + 0.1)
+
+
+def test_the_closing_partial_starts_the_speculation_and_the_early_final_keeps_it_on_the_same_words():
+    conv = Conversation(speculation=Budget())
+    (start,) = of(StartResponse, closing(conv, "What time is it"))
+    assert start.speculative and conv.speculation.provisional
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    assert conv.early_transcript(early.utterance, 1.0, "What time is it?", 1.3) == []  # kept: the same words
+    assert not conv.speculation.provisional
+    cmds = conv.speech_ended(1.0, 1.5)
+    (commit,) = events(SpeculativeCommit, cmds)
+    assert commit.response == start.response
+    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "What time is it?")]  # as the final says it
+
+
+def test_an_early_final_with_other_words_starts_the_speculation_again_on_its_own():
+    conv = Conversation(speculation=Budget())
+    (first,) = of(StartResponse, closing(conv, "Philip stills"))
+    (early,) = of(TranscribeFinal, conv.speech_paused(1.0, 0.128, 1.13))
+    cmds = conv.early_transcript(early.utterance, 1.0, "fill up steels", 1.3)
+    assert of(DiscardSpeculation, cmds) == [DiscardSpeculation(first.response)]
+    (again,) = of(StartResponse, cmds)
+    assert again.speculative and again.messages[-1]["content"] == "fill up steels"
+    assert not conv.speculation.provisional
+
+
+def test_a_closing_partial_after_the_person_went_on_or_after_the_early_final_starts_nothing():
+    conv = Conversation(speculation=Budget())
+    conv.speech_started(0.1, 0.35)
+    conv.speech_paused(1.0, 0.032, 1.04)
+    conv.speech_continues(1.1)  # went on
+    assert conv.closing_partial(conv.utterance, 1.0, "what time", 1.15) == []
+    conv = Conversation(speculation=Budget())
+    speculating(conv)  # the early final is in, and speculated
+    assert conv.closing_partial(conv.utterance, 1.0, "what time is it", 1.3) == []

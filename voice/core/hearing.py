@@ -100,6 +100,9 @@ class PartialDue:
 
     policy: PartialPolicy
     onset: float
+    # A closing partial: the speech ended here and the pause after it has begun (see
+    # PartialConfig.closing); its words go to Conversation.closing_partial. None: a preview.
+    end: float | None = None
 
 
 @dataclass(frozen=True)
@@ -302,12 +305,14 @@ class Hearing:
                 out += self._end_of_turn(eot.speech_paused(ep.last_voiced_end, ep.silence_s, end_t), end_t)
                 if not ep.in_speech:
                     return out  # ended now: no partial of an utterance that is over
-        due = self._partial_due()
+        due = self._partial_due(ep.last_voiced_end if ep.silence_s > 0.0 else None)
         if due is not None:
             out.append(due)
         return out
 
-    def _partial_due(self) -> PartialDue | None:
+    def _partial_due(self, paused_after: float | None) -> PartialDue | None:
+        """A partial pass to start now, if one is due; ``paused_after``: the speech ended there
+        and the person is in the pause after it (None: speaking)."""
         policy = self.partial
         if policy is None:
             return None
@@ -316,8 +321,13 @@ class Hearing:
             # queue for the recognizer and take the cores the finals need.
             return None
         audio_s = self.heard_s - self.utterance_onset
-        if not policy.due(audio_s, self.endpointer.silence_s):
+        silence_s = self.endpointer.silence_s
+        if paused_after is not None and policy.closing_due(audio_s, paused_after, silence_s):
+            policy.closes(paused_after)
+        elif policy.due(audio_s, silence_s):
+            paused_after = None
+        else:
             return None
         policy.started(audio_s)
         self._budget.take()
-        return PartialDue(policy, self.utterance_onset)
+        return PartialDue(policy, self.utterance_onset, paused_after)

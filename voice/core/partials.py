@@ -20,6 +20,13 @@ class PartialConfig:
     interval_s: float = 1.0  # new audio between two partial passes
     min_audio_s: float = 0.6  # no partial on less audio than this
     max_silence_s: float = 0.1  # trailing silence beyond this: the endpoint may be near
+    # A pass once a pause reaches this much silence, on all the speech before it (its "closing
+    # partial"), whatever the interval: its words can start the speculative reply before the
+    # early final. Not at the first silent frame: one-frame gaps are a quarter of the pauses
+    # Silero hears inside the shared recordings (5 of 21). None: no closing passes.
+    closing_after_s: float | None = 0.064
+    # ... and not past this much (a preview pass still running then): the early final is near.
+    closing_until_s: float = 0.15
 
 
 class PartialPolicy:
@@ -30,6 +37,7 @@ class PartialPolicy:
         self.agreement = LocalAgreement()
         self.running = False
         self._last_audio_s = 0.0
+        self._closed: float | None = None  # the speech end whose pause had its closing pass
         self.last_text = ""
 
     def due(self, audio_s: float, trailing_silence_s: float) -> bool:
@@ -41,6 +49,22 @@ class PartialPolicy:
             and audio_s - self._last_audio_s >= c.interval_s
             and trailing_silence_s <= c.max_silence_s
         )
+
+    def closing_due(self, audio_s: float, end: float, trailing_silence_s: float) -> bool:
+        """Whether to start the closing pass of the pause after speech that ended at ``end``
+        (once a pause, from ``closing_after_s`` of silence to ``closing_until_s``)."""
+        c = self.config
+        return (
+            c.closing_after_s is not None
+            and not self.running
+            and audio_s >= c.min_audio_s
+            and c.closing_after_s - 1e-9 <= trailing_silence_s <= c.closing_until_s + 1e-9
+            and end != self._closed
+        )
+
+    def closes(self, end: float) -> None:
+        """The closing pass of the pause after ``end`` is started."""
+        self._closed = end
 
     def started(self, audio_s: float) -> None:
         self.running = True

@@ -17,6 +17,12 @@ def _key(word: str) -> str:
     return _NORM.sub("", word.lower())
 
 
+def same_words(a: str, b: str) -> bool:
+    """Whether two transcripts say the same words, case and punctuation aside
+    ("apologized, Whitmore." and "apologized Whitmore")."""
+    return [k for k in map(_key, a.split()) if k] == [k for k in map(_key, b.split()) if k]
+
+
 class LocalAgreement:
     def __init__(self) -> None:
         self.committed: list[str] = []

@@ -128,6 +128,7 @@ from voice.core.events import (
 from voice.core.history import History, ToolStatus, ToolUse, Turn, tool_calls_message, tool_result_message
 from voice.core.ledger import PlaybackLedger, Word
 from voice.core.sentences import SentenceGrouper
+from voice.core.stability import same_words
 from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
 
 # Rounds of calls that were all refused unrun, each followed by one more with tools: the model,
@@ -420,6 +421,9 @@ class _Response:
     playback_started_at: float | None = None
     # Speculative (started on the early final, before the endpoint) until committed:
     speculative: bool = False
+    # Started on the pause's closing partial (the partial model's words), before the early final:
+    # the early final keeps it if it says the same words, else it is started again on those.
+    provisional: bool = False
     utterance: int = 0  # the utterance it answers
     end: float = 0.0  # where the speech its transcript heard ended
     messages: list[dict[str, Any]] = field(default_factory=list)  # what the LLM was asked (this round)
@@ -512,6 +516,7 @@ class Conversation:
         # The first chunk may end before a conjunction once it has this many words (None: never).
         self.first_phrase_min_words = first_phrase_min_words
         self._early: _EarlyFinal | None = None
+        self._paused_end: float | None = None  # the person is in a pause after speech that ended here
         self.output_rate = output_rate
         self.history = history if history is not None else History()
         self.policy = barge_in or BargeInPolicy()
@@ -591,6 +596,7 @@ class Conversation:
 
     def speech_paused(self, end: float, silence_s: float, t: float) -> list[Command]:
         """Speech that reached ``end`` has been followed by ``silence_s`` of silence, no endpoint yet."""
+        self._paused_end = end
         early = self._early
         if self.early_final_s is None or silence_s < self.early_final_s - 1e-9 or not self.user_speaking:
             return []
@@ -613,7 +619,27 @@ class Conversation:
             self._early = None
             return self.transcript_final(utterance, text, self._onset, end, t, no_speech_prob)
         early.text, early.no_speech_prob = text, no_speech_prob
+        spec = self._speculation
+        if spec is not None and spec.provisional and (spec.utterance, spec.end) == (utterance, end):
+            if same_words(spec.user_text, text):
+                spec.provisional = False  # the closing partial heard it right: the reply goes on
+                return []
+            return self._discard(t, "transcript") + self._speculate(utterance, end, text, t)
         return self._speculate(utterance, end, text, t)
+
+    def closing_partial(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
+        """The partial model's words for all the speech up to ``end``, heard at the start of the
+        pause after it: a speculative reply may start on them, before the early final (whose
+        Whisper pass takes 150-300 ms more here), which keeps it if it hears the same words."""
+        if utterance != self._utterance or end != self._paused_end or not self.user_speaking:
+            return []  # the person went on, or the turn has ended
+        early = self._early
+        if early is not None and early.end == end and early.text is not None:
+            return []  # the early final is in already
+        out = self._speculate(utterance, end, text, t)
+        if self._speculation is not None and out:
+            self._speculation.provisional = True
+        return out
 
     def early_failed(self, utterance: int, end: float) -> list[Command]:
         """An early final pass raised: the endpoint's own pass is needed after all."""
@@ -627,6 +653,7 @@ class Conversation:
 
     def speech_continues(self, t: float) -> list[Command]:
         """The person is still speaking at ``t`` (called once per VAD frame)."""
+        self._paused_end = None
         early = self._early
         if early is not None and early.utterance == self._utterance and t > early.end + 1e-9:
             early.stale = True  # spoken past the audio it was given
@@ -712,7 +739,7 @@ class Conversation:
         self._cut_by.pop(utterance, None)
         out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
         spec = self._speculation
-        if spec is not None and spec.utterance == utterance and spec.user_text != text:
+        if spec is not None and spec.utterance == utterance and not same_words(spec.user_text, text):
             out += self._discard(t, "transcript")
         level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
@@ -1023,7 +1050,14 @@ class Conversation:
         out: list[Command] = []
         spec = self._speculation
         if spec is not None:
-            if (spec.utterance, spec.user_text, spec.messages) == (utterance, text, self._messages(text)):
+            # Its words, on the same conversation (the final may differ in case and punctuation from
+            # the closing partial it was started on; the turn is stored as the final says it).
+            if (
+                spec.utterance == utterance
+                and same_words(spec.user_text, text)
+                and spec.messages[:-1] == self._messages(text)[:-1]
+            ):
+                spec.user_text = text
                 return self._commit(spec, onset, end, t)
             out += self._discard(t, "transcript")
         # Finals that came while a reply played on are the turn's beginning: one reply to all of it.

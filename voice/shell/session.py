@@ -570,9 +570,13 @@ class Session:
 
     def _partial(self, due: PartialDue) -> None:
         audio = self._utterance_audio(due.onset, self._audio.end / ASR_RATE)
-        self._spawn(self._transcribe_partial(due.policy, audio))
+        self._spawn(self._transcribe_partial(due.policy, audio, due.end, self.conversation.utterance))
 
-    async def _transcribe_partial(self, policy: PartialPolicy, audio: np.ndarray) -> None:
+    async def _transcribe_partial(
+        self, policy: PartialPolicy, audio: np.ndarray, closes: float | None = None, utterance: int = 0
+    ) -> None:
+        """A partial pass; ``closes``: it is the closing pass of the pause after speech that ended
+        there (of ``utterance``), whose words may start the speculative reply."""
         loop = asyncio.get_running_loop()
         text: str | None = None
         try:
@@ -583,6 +587,8 @@ class Session:
         if changed is not None:
             stable, unstable = changed
             self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
+        if closes is not None and text:
+            self._run(self.conversation.closing_partial(utterance, closes, text, self.clock.now()))
 
     async def _check_end_of_turn(self, cmd: CheckEndOfTurn, utterance: int) -> None:
         """Is the utterance so far a finished turn? Smart Turn on its audio, on its own thread.
