@@ -101,7 +101,7 @@ class PartialDue:
     policy: PartialPolicy
     onset: float
     # A closing partial: the speech ended here and the pause after it has begun (see
-    # PartialConfig.closing); its words go to Conversation.closing_partial. None: a preview.
+    # PartialConfig.closing_after_s); its words go to Conversation.closing_partial. None: a preview.
     end: float | None = None
 
 

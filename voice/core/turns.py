@@ -56,9 +56,13 @@ also starts the reply there and then: the LLM request
 whose audio the session holds back. Until the endpoint the speculative reply
 is no reply: the person still holds the floor, nothing of it is played, none
 of its events but ``speculative_start`` is emitted, and speech over it cannot
-pause or cut it. Then:
+pause or cut it. It can start earlier, on the pause's closing partial (the
+partial model's words for all the speech before the pause,
+:meth:`Conversation.closing_partial`): the early final then keeps it if it
+hears the same words, case and punctuation aside, else starts it again on its
+own. Then:
 
-* the endpoint on the very transcript it was started on (and on the same
+* the endpoint on the words it was started on (and on the same
   conversation): it is committed (``CommitSpeculation``): the person's turn
   is stored, ``response_start`` and the events it held back are emitted with
   the endpoint's time, and its audio plays at once;
