@@ -45,6 +45,7 @@ from voice.core.events import (
     Truncate,
     TurnEnd,
 )
+from voice.core.partials import PartialConfig
 from voice.shell.clock import VirtualClock
 from voice.shell.device import Captured
 from voice.shell.pump import Pump
@@ -217,6 +218,18 @@ async def test_no_speculation_when_switched_off():
     session = make_session(speculate=False)
     await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
     assert of(session, SpeculativeStart) == [] and [t.role for t in session.history.turns] == ["user", "assistant"]
+
+
+def test_no_closing_partials_without_speculation():
+    """A closing partial is there to start the speculation: without it, only previews."""
+
+    def partials(**config) -> PartialConfig | None:
+        engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM(["Sure."]), asr_partial=StandInRecognizer(WORDS))
+        session = Session(engines, VirtualClock(), SessionConfig(end_of_turn=None, **config))  # type: ignore[arg-type]
+        return session._hearing._partials  # type: ignore[attr-defined]
+
+    assert partials(speculate=False).closing_after_s is None
+    assert partials().closing_after_s == PartialConfig().closing_after_s
 
 
 async def test_played_counts_from_the_device_are_what_the_ledger_counts():

@@ -35,7 +35,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -204,6 +204,8 @@ class Session:
         if cfg.end_of_turn is not None and engines.smart_turn is None:
             raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")
         partials = cfg.partials if cfg.partials_enabled and engines.asr_partial is not None else None
+        if partials is not None and not cfg.speculate:  # a closing partial is there to start the speculation
+            partials = replace(partials, closing_after_s=None)
         echo_cancel = cfg.echo_cancel
         self._hearing = Hearing(
             cfg.endpoint,
