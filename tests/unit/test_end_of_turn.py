@@ -282,6 +282,15 @@ def test_i_think_so_trails_off_but_a_sure_model_still_ends_the_turn():
     assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
 
 
+def read(text: str, sentence_end: float, config: EndOfTurnConfig | None = None) -> tuple[EndOfTurn, CheckEndOfTurn]:
+    """An utterance whose pause is checked and whose transcript ``text`` the LLM read at
+    ``sentence_end`` before the model answers (answer it at 1.3)."""
+    eot = started(config)
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.transcript(text, end=1.06, t=1.25, sentence_end=sentence_end)
+    return eot, check
+
+
 def held(config: EndOfTurnConfig | None = None) -> tuple[EndOfTurn, CheckEndOfTurn]:
     """An utterance whose pause is checked, with the transcripts of pauses to come."""
     eot = EndOfTurn(config, transcripts=True)
@@ -302,25 +311,19 @@ def test_unfinished_words_overrule_a_finished_sound():
 
 
 def test_a_finished_sentence_is_not_overruled():
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("What time is it?", end=1.06, t=1.25, sentence_end=0.35)
+    eot, check = read("What time is it?", 0.35)
     (ep,) = eot.answer(check.check, 0.9, 1.3)
     assert ep.reason == "model" and ep.sentence_end == 0.35 and not eot.unfinished_words
 
 
 def test_one_word_is_never_unfinished():
     # "Yes" scores 0.01 (the LLM expects more), and a one-word turn is finished more often than not.
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("Yes.", end=1.06, t=1.25, sentence_end=0.001)
+    eot, check = read("Yes.", 0.001)
     assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
 
 
 def test_no_llm_floor_no_veto():
-    eot = started(EndOfTurnConfig(min_sentence_end=None))
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("I want to", end=1.06, t=1.25, sentence_end=0.0)
+    eot, check = read("I want to", 0.0, EndOfTurnConfig(min_sentence_end=None))
     assert of(Endpoint, eot.answer(check.check, 0.9, 1.3))
 
 
@@ -406,9 +409,7 @@ def test_one_word_with_words_before_it_may_be_unfinished():
 
 
 def test_finished_words_end_a_doubted_turn_sooner():
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("Lord, but I'm glad to see you again, Phil.", end=1.06, t=1.25, sentence_end=0.59)
+    eot, check = read("Lord, but I'm glad to see you again, Phil.", 0.59)
     assert eot.answer(check.check, 0.15, 1.3) == []  # the model doubts it
     assert not of(Endpoint, pause(eot, 1.06, 0.768))
     (ep,) = pause(eot, 1.06, 0.8)[-1:]
@@ -416,18 +417,14 @@ def test_finished_words_end_a_doubted_turn_sooner():
 
 
 def test_words_that_may_go_on_wait_the_whole_maximum():
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("the Gutenberg, or forty-two line Bible of about 1455,", end=1.06, t=1.25, sentence_end=0.28)
+    eot, check = read("the Gutenberg, or forty-two line Bible of about 1455,", 0.28)
     assert eot.answer(check.check, 0.02, 1.3) == []
     (ep,) = pause(eot, 1.06, 2.016)[-1:]
     assert ep.reason == "max_wait"
 
 
 def test_finished_words_that_trail_off_do_not_count():
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("My number is five five", end=1.06, t=1.25, sentence_end=0.5)
+    eot, check = read("My number is five five", 0.5)
     eot.answer(check.check, 0.2, 1.3)
     assert not of(Endpoint, pause(eot, 1.06, 1.5))
 
@@ -483,9 +480,7 @@ def test_after_an_endpoint_only_a_new_utterance_is_checked():
 
 def test_an_unsure_finished_needs_words_that_read_finished():
     # "in being | comparatively modern": the model said 0.74 to "in B.", the words 0.055.
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("in B.", end=1.06, t=1.25, sentence_end=0.055)
+    eot, check = read("in B.", 0.055)
     assert eot.answer(check.check, 0.74, 1.3) == []
     assert eot.words_hold
     assert not of(Endpoint, pause(eot, 1.06, 0.768))  # not finished words either: no early end
@@ -495,17 +490,13 @@ def test_an_unsure_finished_needs_words_that_read_finished():
 
 def test_an_unsure_finished_ends_the_turn_on_finished_words():
     # "For the twentieth time that evening the two men shook hands.": the model 0.74, the words 0.40.
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("For the twentieth time that evening the two men shook hands.", 1.06, 1.25, sentence_end=0.40)
+    eot, check = read("For the twentieth time that evening the two men shook hands.", 0.40)
     (ep,) = eot.answer(check.check, 0.74, 1.3)
     assert ep.reason == "model" and not eot.words_hold
 
 
 def test_a_sure_finished_needs_only_words_that_are_not_unfinished():
-    eot = started()
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("In being comparatively modern.", end=1.06, t=1.25, sentence_end=0.047)
+    eot, check = read("In being comparatively modern.", 0.047)
     assert of(Endpoint, eot.answer(check.check, 0.99, 1.3))
 
 
@@ -518,7 +509,5 @@ def test_an_unsure_finished_waits_for_its_words_then_doubts_them():
 
 
 def test_the_sure_threshold_can_be_switched_off():
-    eot = started(EndOfTurnConfig(sure_threshold=None))
-    (check,) = pause(eot, 1.06, 0.224)
-    eot.transcript("in B.", end=1.06, t=1.25, sentence_end=0.055)
+    eot, check = read("in B.", 0.055, EndOfTurnConfig(sure_threshold=None))
     assert of(Endpoint, eot.answer(check.check, 0.74, 1.3))
