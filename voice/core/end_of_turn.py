@@ -395,8 +395,8 @@ class EndOfTurn:
 
     def _decide(self, t: float) -> list[EndOfTurnCommand]:
         """The model said finished: the endpoint, unless the transcript says otherwise."""
-        assert self._probability is not None
-        weighted = self._probability * (self.config.continuation_weight if self._trails_off() else 1.0)
+        weighted = self._weighted()
+        assert weighted is not None
         if weighted < self.config.threshold or self.unfinished_words or self._doubted(weighted):
             return []  # max_wait_s ends it, unless the person goes on
         return self._endpoint(t, "model")
@@ -438,6 +438,12 @@ class EndOfTurn:
             and len(_words(f"{self._context} {self._text}")) > 1
         )
 
+    def _weighted(self) -> float | None:
+        """The model's last answer in this pause, weighed down if the words trail off (None: none)."""
+        if self._probability is None:
+            return None
+        return self._probability * (self.config.continuation_weight if self._trails_off() else 1.0)
+
     def _doubted(self, weighted: float) -> bool:
         """Whether the model's "finished" (``weighted``) is too unsure for words that read only
         half finished (see ``sure_threshold``)."""
@@ -453,9 +459,7 @@ class EndOfTurn:
     def words_hold(self) -> bool:
         """Whether the words of this pause hold the turn open against the model's answer so far:
         unfinished, trailing off, or too doubtful for how sure the model was."""
-        weighted = self._probability
-        if weighted is not None and self._trails_off():
-            weighted *= self.config.continuation_weight
+        weighted = self._weighted()
         doubted = weighted is not None and weighted >= self.config.threshold and self._doubted(weighted)
         return self.unfinished_words or self._trails_off() or doubted
 
