@@ -157,6 +157,21 @@ def test_each_pause_gets_one_closing_partial_on_all_the_speech_before_it():
     assert all(due.end is None for due in (p for p, _ in closing_passes(PartialConfig(closing_after_s=None))))
 
 
+def test_the_pauses_the_person_spoke_on_after_are_kept_for_the_utterance():
+    hearing = Hearing(EndpointConfig(), StandInVAD())
+    heard = feed(hearing, np.concatenate([silence(0.3), load_audio(QUESTION)]))
+    spans, last = [], None
+    for h in heard:
+        if isinstance(h, SpeechPaused):
+            last = (h.end, h.end + h.silence_s)
+        elif isinstance(h, SpeechContinues) and last is not None:
+            spans.append(last)
+            last = None
+    assert spans and hearing.pauses == spans
+    feed(hearing, np.concatenate([silence(1.0), load_audio(QUESTION)[:8000]]))  # the next utterance
+    assert all(start > spans[-1][1] for start, _ in hearing.pauses)
+
+
 # -- the end of the turn: an end-of-turn model's answers, scripted ------------------
 
 EOT = EndOfTurnConfig(first_check_s=0.2, recheck_s=0.3, max_wait_s=1.5)

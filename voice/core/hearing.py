@@ -169,6 +169,10 @@ class Hearing:
         self.frames = 0  # frames scored so far
         self.utterance_onset = 0.0
         self.partial: PartialPolicy | None = None  # the current utterance's schedule
+        # The silences inside the current utterance that the person spoke on after, (start, end)
+        # on the timeline (what Whisper hears shortened: voice/core/audio.py, shorten_pauses).
+        self.pauses: list[tuple[float, float]] = []
+        self._pause: tuple[float, float] | None = None  # the silence it is in now
         self._cleaned = np.zeros(0, dtype=np.float32)
         self._raw = np.zeros(0, dtype=np.float32)
         self._far = np.zeros(0, dtype=np.float32)
@@ -281,6 +285,7 @@ class Hearing:
         if isinstance(edge, SpeechStart):
             self.utterance_onset = edge.onset
             self.partial = PartialPolicy(self._partials) if self._partials is not None else None
+            self.pauses, self._pause = [], None
             if eot is not None:
                 eot.speech_started(edge.onset, edge.t)
             return [edge]
@@ -296,10 +301,14 @@ class Hearing:
         end_t = t + FRAME_S
         out: list[Heard]
         if ep.silence_s == 0.0:
+            if self._pause is not None:  # the person went on after it
+                self.pauses.append(self._pause)
+                self._pause = None
             out = [SpeechContinues(end_t)]
             if eot is not None:
                 eot.speech_continues(end_t)
         else:
+            self._pause = (ep.last_voiced_end, ep.last_voiced_end + ep.silence_s)
             out = [SpeechPaused(ep.last_voiced_end, ep.silence_s)]
             if eot is not None:
                 out += self._end_of_turn(eot.speech_paused(ep.last_voiced_end, ep.silence_s, end_t), end_t)

@@ -221,9 +221,6 @@ class Session:
         self._asr_aec = LinearEchoCanceller() if echo_cancel and cfg.asr_audio == "linear" else None
         self._asr_onset = (-1.0, -1.0)  # the VAD's onset of speech over the reply, and where the ASR hears it begin
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
-        # The silences inside the current utterance, (start, end) on the timeline, and the one it is in now.
-        self._pauses: list[tuple[float, float]] = []
-        self._pause: tuple[float, float] | None = None
         self._playout = Playout(self.output_rate)
         self._device: AudioDevice | UncontrolledSpeaker = UncontrolledSpeaker()  # until the pump attaches one
         self._llm_tasks: dict[int, asyncio.Task] = {}
@@ -334,12 +331,8 @@ class Session:
         now = self.clock.now()
         c = self.conversation
         if isinstance(heard, SpeechContinues):
-            if self._pause is not None:  # the person went on after a pause
-                self._pauses.append(self._pause)
-                self._pause = None
             self._run(c.speech_continues(heard.t))
         elif isinstance(heard, SpeechPaused):
-            self._pause = (heard.end, heard.end + heard.silence_s)
             self._run(c.speech_paused(heard.end, heard.silence_s, now))
         elif isinstance(heard, PartialDue):
             self._partial(heard)
@@ -350,7 +343,6 @@ class Session:
         elif isinstance(heard, OnsetDropped):
             self._run(c.onset_dropped(now))
         elif isinstance(heard, SpeechStart):
-            self._pauses, self._pause = [], None
             self._run(c.speech_started(heard.onset, now))
         elif isinstance(heard, Ended):
             self._run(c.speech_ended(heard.end, now, heard.level_db, heard.background_db))
@@ -539,10 +531,11 @@ class Session:
         start = onset - self.config.endpoint.preroll_s
         audio = self._audio.slice(start, end)
         keep = self.config.asr_max_pause_s
-        if not for_asr or keep is None or not self._pauses:
+        pauses = self._hearing.pauses
+        if not for_asr or keep is None or not pauses:
             return audio
         t0 = max(self._audio.start, round(start * ASR_RATE)) / ASR_RATE
-        return shorten_pauses(audio, t0, self._pauses, keep)
+        return shorten_pauses(audio, t0, pauses, keep)
 
     def _over_reply_audio(self, onset: float, end: float) -> np.ndarray:
         """Speech over the reply, from where it began in what the ASR hears.
