@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from llm.vllm_engine import default_dtype
 from voice.bench.deployment import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def launch_vllm_server(
     model_dir: Path,
     work: Path,
-    dtype: str = "bfloat16",
+    dtype: str | None = None,
     prefix_caching: bool = True,
     timeout_s: float = 300,
     extra_args: list[str] | None = None,
@@ -46,7 +47,7 @@ def launch_vllm_server(
     log = open(work / "server.log", "w")  # noqa: SIM115 - the child holds it; closed with the process
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype,
+        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype or default_dtype(),
         "--max-model-len", "2048", "--enforce-eager",
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching", *(extra_args or []),
     ]  # fmt: skip

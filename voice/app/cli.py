@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the conversation",
     )
     p.add_argument("--llm-compile", action="store_true", help="torch.compile the embedded LLM (slow start)")
+    p.add_argument(
+        "--llm-dtype",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        default="auto",
+        help="the embedded LLM's weights (auto: float16 on CUDA, bfloat16 on CPUs with native bf16, else float32)",
+    )
     p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
     p.add_argument(
@@ -679,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         llm_urls=tuple(urls[1:]),
         llm_affinity=args.llm_affinity,
         llm_compile=args.llm_compile,
+        llm_dtype=None if args.llm_dtype == "auto" else args.llm_dtype,
         device=args.device,
         asr_window_pad_s=None if args.asr_full_window else EngineConfig.asr_window_pad_s,
         output_rate=args.output_rate,

@@ -40,6 +40,7 @@ class EngineConfig:
     # Several servers: a conversation's replies go to the one that caches its prefix (llm/pool.py).
     llm_affinity: bool = True
     llm_compile: bool = False  # torch.compile in the embedded engine (slow start on the CPU)
+    llm_dtype: str | None = None  # the embedded engine's weights (None: llm.vllm_engine.default_dtype())
     device: str = "auto"
     # Silence encoded after each utterance (None: Whisper's full 30 s window, ~4x slower on a CPU).
     asr_window_pad_s: float | None = 3.0
@@ -148,6 +149,7 @@ def make_llm(cfg: EngineConfig) -> LLM:
         cfg.cache_dir,
         cfg.generation,
         enforce_eager=not cfg.llm_compile,
+        dtype=cfg.llm_dtype,
         tool_parser=cfg.llm_tool_parser,
     )
 
