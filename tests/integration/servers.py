@@ -36,6 +36,7 @@ def launch_vllm_server(
 ) -> tuple[str, subprocess.Popen]:
     """Start the server and wait for ``/health``; returns its URL and process."""
     port = free_port()
+    dtype = dtype or default_dtype()
     env = {
         **os.environ,
         "VLLM_NO_USAGE_STATS": "1",
@@ -47,7 +48,7 @@ def launch_vllm_server(
     log = open(work / "server.log", "w")  # noqa: SIM115 - the child holds it; closed with the process
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype or default_dtype(),
+        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype,
         "--max-model-len", "2048", "--enforce-eager",
         "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching", *(extra_args or []),
     ]  # fmt: skip
