@@ -50,10 +50,8 @@ class WhisperRecognizer:
         cpu_threads: int = 2,
         language: str = "en",
         pad_s: float | None = 3.0,
-        lock: threading.Lock | None = None,
     ) -> None:
-        """``pad_s``: silence encoded after the audio (None: the full 30 s window, as faster-whisper does).
-        ``lock``: another recognizer's (its ``lock``), for the two to run their passes in turn."""
+        """``pad_s``: silence encoded after the audio (None: the full 30 s window, as faster-whisper does)."""
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens
@@ -72,7 +70,7 @@ class WhisperRecognizer:
         self._suppress = get_suppressed_tokens(self._tokenizer, [-1])
         # CTranslate2 runs one call at a time per model replica; calls from
         # several sessions queue here rather than oversubscribe the cores.
-        self.lock = lock or threading.Lock()
+        self._lock = threading.Lock()
 
     def transcribe(self, audio: np.ndarray, beam_size: int = 1) -> str:
         """Text of 16 kHz float32 ``audio`` (empty when it holds no words)."""
@@ -92,7 +90,7 @@ class WhisperRecognizer:
             return Transcript("", 1.0)
         duration = audio.size / 16000
         max_new_tokens = min(440, round(12 + MAX_TOKENS_PER_S * duration))
-        with self.lock:
+        with self._lock:
             if full_window and duration <= 30.0:
                 pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, full=True)]
             elif self.pad_s is not None and duration + self.pad_s <= 30.0:

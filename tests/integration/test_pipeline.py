@@ -24,7 +24,6 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
-from voice.shell.engines import EngineConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
@@ -84,13 +83,6 @@ async def test_recording_is_transcribed_and_answered(engines, replay_run, rec):
         assert np.abs(run.reply[pos : pos + run.rate // 2]).max() > 0.05, (start, chunks)
     assert_events_in_order(run)
     assert len(run.of(AsrPartial)) >= 1 or rec.duration_s < 3
-
-
-async def test_whisper_passes_take_turns_on_a_small_cpu(engines):
-    # Two cores, one the embedded LLM's: the pause's closing partial and early final share the
-    # other, and one after the other each ends no later than both at once.
-    shared = engines.asr_partial.lock is engines.asr_final.lock
-    assert shared == EngineConfig().asr_passes_take_turns(engines.asr_final.device)
 
 
 async def test_virtual_time_is_exactly_repeatable(engines, replay_run):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,22 +44,9 @@ class EngineConfig:
     device: str = "auto"
     # Silence encoded after each utterance (None: Whisper's full 30 s window, ~4x slower on a CPU).
     asr_window_pad_s: float | None = 3.0
-    # The partial and final passes run one at a time (None: on a CPU of two cores or fewer, where
-    # the embedded LLM holds one: two passes at once share the other, and each ends later). At a
-    # pause the closing partial and the early final then run in that order: on 5 recordings in
-    # real time (AVX2 EPYC, 2 cores) the speculative reply started ~420 ms after the end of speech
-    # instead of ~540, and the endpoint came ~780 ms after it instead of ~890 (medians).
-    asr_take_turns: bool | None = None
     output_rate: int = 24000
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     cache_dir: Path = models.ROOT / ".cache"
-
-    def asr_passes_take_turns(self, device: str) -> bool:
-        """Whether the partial and final Whisper passes run one at a time (``asr_take_turns``;
-        None: on a CPU of two cores or fewer)."""
-        if self.asr_take_turns is not None:
-            return self.asr_take_turns
-        return device == "cpu" and len(os.sched_getaffinity(0)) <= 2
 
     def server_urls(self) -> list[str]:
         """``llm_url`` then ``llm_urls``, each once (a trailing slash does not make another server)."""
@@ -104,9 +90,8 @@ class Engines:
     # over all sessions: one, since its first chunk takes the one TTS thread that every
     # session's reply needs; past it a turn's reply starts at the endpoint, as without.
     speculation_budget: Budget = field(default_factory=Budget)
-    # One thread each: the final pass never queues behind a partial pass (except on a
-    # CPU of two cores, where they take turns: EngineConfig.asr_take_turns), and TTS
-    # never waits for ASR.
+    # One thread each: the final pass never queues behind a partial pass, and
+    # TTS never waits for ASR.
     final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
@@ -208,15 +193,10 @@ def load_engines(cfg: EngineConfig, cancelled: threading.Event | None = None) ->
         )
         asr_partial = None
         if cfg.partial_model:
-            turns = asr_final.lock if cfg.asr_passes_take_turns(asr_final.device) else None
             asr_partial = timed(
                 "asr_partial",
                 lambda: WhisperRecognizer(
-                    models.asr_model_path(cfg.partial_model),
-                    cfg.device,
-                    cpu_threads=1,
-                    pad_s=cfg.asr_window_pad_s,
-                    lock=turns,
+                    models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
                 ),
             )
         tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
