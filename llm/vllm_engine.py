@@ -134,22 +134,24 @@ def cuda_available() -> bool:
 
 
 def default_dtype() -> str:
-    """The weights' dtype for this machine: float16 on CUDA; on the CPU, bfloat16
-    only where it has native bf16 arithmetic (AVX512-BF16 or AMX), else float32.
+    """The weights' dtype for this machine: float16 on CUDA; on the CPU bfloat16, except on
+    one without AVX-512, where float32.
 
-    Without it, vLLM's CPU linears fall back from oneDNN to emulated bf16: on an
-    AVX2-only CPU (AMD EPYC here) a 50-token prefill took 1.3 s in bfloat16 and
-    0.3 s in float32 (decode 75 against 100 ms a token), so the time to a first
-    sentence is lower in float32."""
+    There vLLM's bf16 linears cannot use oneDNN ("Failed to create oneDNN linear, fallback to
+    torch linear") and bf16 is emulated: on an AVX2-only AMD EPYC a 50-token prefill took
+    1.3 s in bfloat16 and 0.3 s in float32 (decode 75 against 100 ms a token), so a first
+    sentence comes sooner in float32."""
     if cuda_available():
         return "float16"
     try:
         import torch
 
-        native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        avx512 = torch.cpu._is_avx512_supported()
     except (ImportError, AttributeError):
-        native_bf16 = False
-    return "bfloat16" if native_bf16 else "float32"
+        return "bfloat16"  # as before this check: what vLLM's CPU build is tuned for
+    import platform
+
+    return "float32" if platform.machine() in ("x86_64", "AMD64") and not avx512 else "bfloat16"
 
 
 class VLLMEngine:

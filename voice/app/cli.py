@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm-dtype",
         choices=("auto", "float32", "bfloat16", "float16"),
         default="auto",
-        help="the embedded LLM's weights (auto: float16 on CUDA, bfloat16 on CPUs with native bf16, else float32)",
+        help="the embedded LLM's weights (auto: float16 on CUDA, float32 on x86 CPUs without AVX-512, else bfloat16)",
     )
     p.add_argument("--max-tokens", type=int, default=GenerationConfig.max_tokens)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="for ASR")
