@@ -24,6 +24,7 @@ import json
 import math
 import multiprocessing
 import os
+import platform
 import signal
 import threading
 import uuid
@@ -149,8 +150,6 @@ def default_dtype() -> str:
         avx512 = torch.cpu._is_avx512_supported()
     except (ImportError, AttributeError):
         return "bfloat16"  # as before this check: what vLLM's CPU build is tuned for
-    import platform
-
     return "float32" if platform.machine() in ("x86_64", "AMD64") and not avx512 else "bfloat16"
 
 
@@ -169,7 +168,7 @@ class VLLMEngine:
         dtype: str | None = None,
     ) -> None:
         """``tool_parser``: the name of vLLM's tool parser that reads this model's calls out of
-        its text (None: the model is not asked to call tools). ``dtype``: the weights'
+        its text (None: the model is not asked to call tools). ``dtype``: the weights' dtype
         (None: ``default_dtype()``). ``constrain_calls``: once the
         model begins a call as that parser reads it, decoding is held to the offered tools'
         names and argument schemas (vLLM's structured outputs, a structural tag)."""
