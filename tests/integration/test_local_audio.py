@@ -66,7 +66,14 @@ class Desk:
             if predicate():
                 return
             time.sleep(0.1)
-        raise AssertionError(f"no {what} in {timeout} s: {[e.type for e in self.events()]}")
+        self.proc.send_signal(signal.SIGUSR1)  # voice.run prints where each thread is (faulthandler)
+        time.sleep(2)
+        err = (self.tmp / "run.err").read_text().splitlines()
+        other = [line for line in err if not line.startswith("{")][-80:]
+        raise AssertionError(
+            f"no {what} in {timeout} s: {[e.type for e in self.events()]}\n"
+            + "\n".join([*err[-12:], "-- not events:", *other])
+        )
 
     def wait_until_listening(self) -> None:
         self.wait_for(lambda: "listening" in (self.tmp / "run.out").read_text(), 300, "start")

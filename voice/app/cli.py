@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -410,8 +412,6 @@ class Runtime:
 
 def stop_on_signals() -> asyncio.Event:
     """Set on Ctrl+C or SIGTERM: the mode winds down and the runtime closes."""
-    import signal
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -534,8 +534,6 @@ async def run_serve(
 def drain_on_sigterm() -> tuple[asyncio.Event, asyncio.Event]:
     """(drain, stop): SIGTERM (an orchestrator, a deploy) asks to drain; Ctrl+C, or a second
     SIGTERM, to stop now."""
-    import signal
-
     drain, stop = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -631,6 +629,8 @@ def end_of_turn_config(args: argparse.Namespace) -> EndOfTurnConfig | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: where every thread is, on stderr (a run that hangs)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     if not args.verbose:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         os.environ.setdefault("TQDM_DISABLE", "1")
