@@ -1,9 +1,13 @@
 """Smart Turn v3.2 (ONNX, run with onnxruntime): is the utterance so far a finished turn?
 
 The model (Daily's, BSD-2-Clause; provisioned from the ``pipecat-ai`` wheel by
-scripts/provision_models.py) is a Whisper-tiny encoder with a classifier,
-quantized to int8. It reads the last 8 s of 16 kHz audio as Whisper log-mel
-features and returns the probability that the person has finished speaking.
+scripts/provision_models.py) is a Whisper-tiny encoder with a classifier. It
+ships quantized to int8; set-up makes a float32 copy of it
+(:func:`float32_model`), which is what runs, because onnxruntime's int8
+kernels answer differently by CPU (without VNNI, "Will we ever for|" read as
+0.65 finished instead of 0.14). It reads the last 8 s of 16 kHz audio as
+Whisper log-mel features and returns the probability that the person has
+finished speaking.
 Give it the utterance from its onset up to now, the trailing silence included,
 as Pipecat does after its VAD's 0.2 s of silence.
 
@@ -29,17 +33,17 @@ transformers), following transformers' numpy path operation by operation
 (float64 FFT, spectrum rounded to complex64, float64 mel projection): its
 features equal that path's to within 1e-6. Against transformers' torch path
 (float32, what it picks when torch is installed) they differ by up to ~4e-5.
-The model is int8 with quantized activations, so its answer is a step
-function of its input: differences that small (or 1e-7 of noise) move it by
-one quantization step or more on some inputs (on 88 cuts of the shared
-recordings, transformers' own two paths gave answers within 1e-3 of each
-other on 77 % of them, and 0.28 apart at most). tests/integration/test_smart_turn.py
-checks both.
+In float32 the answer moves by less than 1e-3 for that. (The int8 model,
+with quantized activations, is a step function of its input: on 88 cuts of
+the shared recordings, transformers' own two paths gave answers within 1e-3
+of each other on 77 % of them, and 0.28 apart at most.)
+tests/integration/test_smart_turn.py checks both.
 
-Cost (scripts/bench_turn, docs/bench/bench_turn.json): on this 2-core x86
-CPU, shared (load average 2.4), a call takes 72-100 ms at p50 and 95-117 ms
-at p90 with one thread, whatever the audio's length (the model always reads
-8 s); the features are 4-5 ms of it. Two threads are no faster here.
+Cost (scripts/bench_turn, docs/bench/bench_turn.json): on a 2-core AMD EPYC
+with AVX-512, a call takes 83 ms at p50 and 89 ms at p90 with one thread in
+float32 (int8: 54 and 57 ms, the same run), whatever the audio's length (the
+model always reads 8 s); the features are 3 ms of it. Two threads are no
+faster here.
 """
 
 from __future__ import annotations
@@ -136,10 +140,74 @@ class SmartTurn:
         """The probability that the person has finished their turn, from 16 kHz mono float32
         ``audio``: the utterance so far with its trailing silence (only the last 8 s count).
 
-        72-100 ms here (p50; 2 shared x86 cores, one thread), whatever the length."""
+        83 ms here (p50; 2 x86 cores, one thread, float32), whatever the length."""
         features = log_mel(audio)[None]
         (out,) = self.session.run(None, {"input_features": features})
         return float(np.asarray(out).reshape(-1)[0])
+
+
+def float32_model(quantized: bytes) -> bytes:
+    """The int8 Smart Turn model (ONNX bytes, as it ships) with float32 weights and activations.
+
+    The shipped model is quantized QDQ style: int8 weights behind
+    ``DequantizeLinear``, and a ``QuantizeLinear``/``DequantizeLinear`` pair on
+    each activation, which onnxruntime fuses into int8 kernels. Those kernels
+    answer differently by CPU: on x86 without VNNI, MLAS's u8s8 products
+    saturate, and "Will we ever for|" reads as 0.65 finished instead of 0.14
+    (an AVX2-only EPYC, and the same CPU emulated by QEMU). Here the weights
+    are the int8 ones dequantized (``(q - zero_point) * scale``, the model's
+    own arithmetic) and the activations stay float32, so every CPU gives the
+    same answer to within float rounding.
+    """
+    import onnx  # provisioning only; the pipeline loads the result with onnxruntime
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(quantized)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    made_by = {out: node for node in graph.node for out in node.output}
+    alias: dict[str, str] = {}  # a dequantized activation -> the float tensor it was quantized from
+    folded: list[onnx.TensorProto] = []
+    drop = []
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        source = made_by.get(node.input[0])
+        if source is not None and source.op_type == "QuantizeLinear":
+            alias[node.output[0]] = source.input[0]
+        elif node.input[0] in inits:
+            folded.append(numpy_helper.from_array(_dequantize(node, inits, numpy_helper), node.output[0]))
+        else:
+            raise ValueError(f"not the Smart Turn model expected: {node.name} dequantizes a computed int8 tensor")
+        drop.append(node)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = alias.get(name, name)
+    for node in drop:
+        graph.node.remove(node)
+    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    for node in [n for n in graph.node if n.op_type == "QuantizeLinear"]:
+        if node.output[0] in used:
+            raise ValueError(f"not the Smart Turn model expected: {node.name} feeds more than a DequantizeLinear")
+        graph.node.remove(node)
+    used = {name for node in graph.node for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + folded)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _dequantize(node, inits, numpy_helper) -> np.ndarray:
+    q = numpy_helper.to_array(inits[node.input[0]]).astype(np.float32)
+    scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+    zero = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32) if len(node.input) > 2 else np.zeros(1)
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    if scale.ndim == 1 and scale.size > 1:  # per channel, along ``axis``
+        shape = [1] * q.ndim
+        shape[axis] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return ((q - zero) * scale).astype(np.float32)
 
 
 def load_session(path: Path, threads: int = 1) -> onnxruntime.InferenceSession:

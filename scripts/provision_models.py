@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from voice.shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, VAD_FILE, VOICES
+from asr.smart_turn import float32_model
+from voice.shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, SMART_TURN_FLOAT_FILE, VAD_FILE, VOICES
 
 
 def package_dir(name: str) -> Path:
@@ -101,7 +102,10 @@ def smart_turn(models: Path) -> None:
     dest = models / SMART_TURN_FILE
     license_file = dest.parent / "LICENSE"
     if dest.exists() and license_file.exists():
-        print("  smart turn v3.2: present")
+        if (models / SMART_TURN_FLOAT_FILE).exists():
+            print("  smart turn v3.2: present")
+        else:  # provisioned before the float32 model was made here
+            smart_turn_float32(models)
         return
     print(
         f"  smart turn v3.2 (BSD-2-Clause): downloading the {SMART_TURN_WHEEL} wheel (12 MB) for its model ...",
@@ -126,6 +130,17 @@ def smart_turn(models: Path) -> None:
     tmp_model.write_bytes(model)
     tmp_model.replace(dest)  # atomic: a half-written model is never taken for a whole one
     print(f"  smart turn v3.2: {len(model) >> 10} KiB, sha256 checked")
+    smart_turn_float32(models)
+
+
+def smart_turn_float32(models: Path) -> None:
+    """The float32 model the pipeline runs, made from the int8 one (asr.smart_turn.float32_model)."""
+    dest = models / SMART_TURN_FLOAT_FILE
+    model = float32_model((models / SMART_TURN_FILE).read_bytes())
+    tmp_model = dest.with_suffix(".tmp")
+    tmp_model.write_bytes(model)
+    tmp_model.replace(dest)
+    print(f"  smart turn v3.2: float32 weights and activations, {len(model) >> 20} MiB")
 
 
 def voice(models: Path) -> None:

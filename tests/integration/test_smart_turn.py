@@ -17,9 +17,10 @@ import threading
 from unittest import mock
 
 import numpy as np
+import onnxruntime
 import pytest
 
-from asr.smart_turn import FRAMES, N_MELS, WINDOW, SmartTurn, last_window, log_mel
+from asr.smart_turn import FRAMES, N_MELS, WINDOW, SmartTurn, float32_model, last_window, log_mel
 from tests.conftest import FIXTURES
 from transport.files import load_audio
 from voice.core.audio import ASR_RATE
@@ -108,10 +109,9 @@ def test_features_close_to_transformers_torch_path(smart_turn, reference):
         p, q = model_probability(smart_turn, ours), model_probability(smart_turn, ref)
         assert (p >= 0.5) == (q >= 0.5)
         diffs.append(abs(p - q))
-    # The int8 model's answer is a step function of its input: a few 1e-5 move it a step on some
-    # inputs (here JFK, 0.80 against 0.75, and LJ001-0005, 0.979 against 0.982).
-    assert sum(d <= 1e-3 for d in diffs) >= 6, diffs
-    assert max(diffs) <= 0.1, diffs
+    # In float32 the answer is smooth in its input. (The int8 model's was a step function: a few
+    # 1e-5 moved it a step on some inputs, JFK 0.80 against 0.75.)
+    assert max(diffs) <= 1e-3, diffs
     assert worst > 0.0  # the torch path it is
 
 
@@ -125,15 +125,15 @@ def test_only_the_last_8_s_count_and_short_audio_is_padded_at_the_start():
 
 
 def test_a_finished_question_reads_as_finished(smart_turn):
-    assert smart_turn.probability(audio(QUESTION)) > 0.5  # 0.98
+    assert smart_turn.probability(audio(QUESTION)) > 0.5  # 0.94
 
 
 @pytest.mark.parametrize(("name", "at_s", "left"), CUTS, ids=[c[0] for c in CUTS])
 def test_cut_mid_sentence_reads_as_unfinished(smart_turn, name, at_s, left):
     whole = smart_turn.probability(audio(name))
     part = smart_turn.probability(cut(name, at_s))
-    assert whole > 0.5  # 0.98, 0.80, 0.93, 0.98
-    assert part < 0.5 and part < whole - 0.3, (left, part, whole)  # 0.14, 0.007, 0.011, 0.020
+    assert whole > 0.5  # 0.94, 0.95, 0.97, 0.98
+    assert part < 0.5 and part < whole - 0.3, (left, part, whole)  # 0.010, 0.006, 0.008, 0.028
 
 
 def test_calls_from_several_threads_answer_as_one_by_one(smart_turn):
@@ -150,3 +150,26 @@ def test_calls_from_several_threads_answer_as_one_by_one(smart_turn):
     for t in threads:
         t.join()
     assert together == alone
+
+
+def test_the_float32_model_is_the_int8_one_without_its_quantization():
+    """What the pipeline runs is made at set-up from the model as it ships (asr.smart_turn.float32_model):
+    the same graph, int8 weights dequantized, no quantize/dequantize steps left. It reads every input
+    on the same side of 0.5 as the int8 model's own arithmetic, run step by step (QDQ not fused into
+    int8 kernels: the same answer on every CPU, unlike the fused kernels, whose answer on "Will we ever
+    for|" is 0.14 with VNNI and 0.65 without)."""
+    import onnx
+
+    int8_path = models.smart_turn_model_path(int8=True)
+    made = float32_model(int8_path.read_bytes())
+    assert made == models.smart_turn_model_path().read_bytes()  # set-up's file is what the function makes
+    ops = {node.op_type for node in onnx.load_from_string(made).graph.node}
+    assert not ops & {"QuantizeLinear", "DequantizeLinear"} and "MatMul" in ops
+    opts = onnxruntime.SessionOptions()
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")  # Q and DQ run as written
+    opts.intra_op_num_threads = 1
+    stepwise = SmartTurn(onnxruntime.InferenceSession(str(int8_path), opts, providers=["CPUExecutionProvider"]))
+    floats = SmartTurn(onnxruntime.InferenceSession(made, providers=["CPUExecutionProvider"]))
+    for x in inputs():
+        p, q = floats.probability(x), stepwise.probability(x)
+        assert (p >= 0.5) == (q >= 0.5), (p, q)  # 0.31 against 0.010 is the farthest: "Will we ever for|"

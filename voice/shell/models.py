@@ -30,7 +30,10 @@ OPTIONAL_MODELS = {
 # object, not its template's <tool_call> tags (../shared/notes/llm.md).
 TOOL_PARSERS = {"qwen2.5-coder-0.5b": "llama3_json", "qwen2.5-coder-1.5b": "llama3_json"}
 VAD_FILE = "silero_vad.onnx"
-SMART_TURN_FILE = "smart-turn/smart-turn-v3.2-cpu.onnx"
+SMART_TURN_FILE = "smart-turn/smart-turn-v3.2-cpu.onnx"  # int8, as it ships in Pipecat's wheel
+# What the pipeline runs: the same weights in float32, made from it at set-up, because the int8
+# kernels answer differently on CPUs without VNNI (asr.smart_turn.float32_model).
+SMART_TURN_FLOAT_FILE = "smart-turn/smart-turn-v3.2-float32.onnx"
 
 
 class MissingModelError(RuntimeError):
@@ -72,5 +75,7 @@ def vad_model_path() -> Path:
     return _resolve(VAD_FILE, {VAD_FILE: VAD_FILE}, "VAD model")
 
 
-def smart_turn_model_path() -> Path:
-    return _resolve(SMART_TURN_FILE, {SMART_TURN_FILE: SMART_TURN_FILE}, "end-of-turn model")
+def smart_turn_model_path(int8: bool = False) -> Path:
+    """The float32 end-of-turn model the pipeline runs, or (``int8``) the quantized one it was made from."""
+    name = SMART_TURN_FILE if int8 else SMART_TURN_FLOAT_FILE
+    return _resolve(name, {name: name}, "end-of-turn model")
