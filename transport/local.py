@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -24,6 +25,8 @@ import numpy as np
 from transport.playback import PlaybackAccount
 from transport.sound import AudioDeviceError, SoundCard
 from voice.shell.device import Captured, Played
+
+log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 5
 STALL_S = 2.0  # a stream without a callback this long has stopped without saying so
@@ -113,6 +116,7 @@ class SoundCardDevice:
             raise AudioDeviceError(
                 f"{self._reason}, {card.restarts} times: giving up (a loaded machine, or a failing device?)"
             )
+        log.warning("%s: opening it again (%d of %d)", self._reason, card.restarts + 1, MAX_RESTARTS)
         # Bounded, but seconds: not on the loop. A stream stopped by an xrun opens again; an unplugged one does not.
         self._restart = asyncio.get_running_loop().run_in_executor(None, card.restart)
         return True

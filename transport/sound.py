@@ -166,8 +166,10 @@ class SoundCard:
         self._release()
         if self.wedged:
             raise AudioDeviceError("the old stream would not close")
-        self.flush()  # what was buffered is lost with the old stream
-        with self._lock:  # handed to the device before it stopped: taken as played
+        # Handed to the old stream before it stopped: taken as played. The reply audio not
+        # handed over yet is ours, not the stream's: the new stream plays it, so the reply
+        # still ends (flushed, it would count as dropped, and the session wait for it forever).
+        with self._lock:
             self._played_device += sum(n for _, n in self._schedule)
             self._schedule.clear()
         self.failed = None
