@@ -176,7 +176,7 @@ def float32_model(quantized: bytes) -> bytes:
         if source is not None and source.op_type == "QuantizeLinear":
             alias[node.output[0]] = source.input[0]
         elif node.input[0] in inits:
-            folded.append(numpy_helper.from_array(_dequantize(node, inits, numpy_helper), node.output[0]))
+            folded.append(numpy_helper.from_array(_dequantize(node, inits), node.output[0]))
         else:
             raise ValueError(f"not the Smart Turn model expected: {node.name} dequantizes a computed int8 tensor")
         drop.append(node)
@@ -198,7 +198,10 @@ def float32_model(quantized: bytes) -> bytes:
     return model.SerializeToString()
 
 
-def _dequantize(node, inits, numpy_helper) -> np.ndarray:
+def _dequantize(node, inits) -> np.ndarray:
+    """A DequantizeLinear node of constant int8 weights, computed: ``(q - zero_point) * scale``."""
+    from onnx import numpy_helper
+
     q = numpy_helper.to_array(inits[node.input[0]]).astype(np.float32)
     scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
     zero = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32) if len(node.input) > 2 else np.zeros(1)

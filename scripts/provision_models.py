@@ -126,20 +126,21 @@ def smart_turn(models: Path) -> None:
         sys.exit(f"provision: the Smart Turn model in {SMART_TURN_WHEEL} has sha256 {digest}, not {SMART_TURN_SHA256}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     license_file.write_bytes(license_text)
-    tmp_model = dest.with_suffix(".tmp")
-    tmp_model.write_bytes(model)
-    tmp_model.replace(dest)  # atomic: a half-written model is never taken for a whole one
+    write_atomically(dest, model)
     print(f"  smart turn v3.2: {len(model) >> 10} KiB, sha256 checked")
     smart_turn_float32(models)
 
 
+def write_atomically(dest: Path, data: bytes) -> None:
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(dest)  # atomic: a half-written model is never taken for a whole one
+
+
 def smart_turn_float32(models: Path) -> None:
     """The float32 model the pipeline runs, made from the int8 one (asr.smart_turn.float32_model)."""
-    dest = models / SMART_TURN_FLOAT_FILE
     model = float32_model((models / SMART_TURN_FILE).read_bytes())
-    tmp_model = dest.with_suffix(".tmp")
-    tmp_model.write_bytes(model)
-    tmp_model.replace(dest)
+    write_atomically(models / SMART_TURN_FLOAT_FILE, model)
     print(f"  smart turn v3.2: float32 weights and activations, {len(model) >> 20} MiB")
 
 
