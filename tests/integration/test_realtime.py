@@ -30,7 +30,6 @@ def _rec(name: str):
 class RealtimeRun:
     events: list[Any] = field(default_factory=list)
     truncated_at_ms: int | None = None
-    chunks_at_interrupt: int = 0  # the first reply's sentences whose text had come when the person spoke
 
     def of(self, kind: str) -> list[Any]:
         return [e for e in self.events if e.type == kind]
@@ -49,8 +48,8 @@ async def realtime_talk(
     The application "plays" the audio deltas in real time from the first one
     of each response; ``interrupt=(speech, after_s)`` says ``speech`` once
     ``after_s`` of the first reply has played and the text of its second
-    sentence has come (so some of what was sent is still unheard, however fast
-    the model; after 8 s, with one sentence only), and on ``speech_started``
+    chunk has come (so some of what was sent is still unheard, however fast
+    the model: a first chunk is often a clause of one sentence), and on ``speech_started``
     stops playing and truncates the item to what it played, as OpenAI's
     guides say.
     """
@@ -79,14 +78,13 @@ async def realtime_talk(
 
         def interruption_due(after_s: float) -> bool:
             ms = played_ms()
-            return ms >= after_s * 1000 and (playing["chunks"] >= 2 or ms >= 8000)
+            return ms >= after_s * 1000 and playing["chunks"] >= 2
 
         async def speak() -> None:
             t0, n, pos = time.monotonic(), rate // 50, 0
             current, pending = audio, interrupt
             while True:
                 if pending is not None and pos >= len(current) and interruption_due(pending[1]):
-                    run.chunks_at_interrupt = playing["chunks"]
                     current, pos, pending = pending[0], 0, None
                 chunk = current[pos : pos + n] if pos < len(current) else np.zeros(n, np.float32)
                 pos += n
@@ -177,11 +175,9 @@ async def test_barge_in_with_the_openai_sdk_truncates_to_what_it_played(voice_se
         d.delta for d in run.of("response.output_audio_transcript.delta") if d.response_id == first.response.id
     )
     heard = first.response.output[0].content[0].transcript
-    # What was heard is what was sent up to the cut. The person spoke once a second sentence's text
-    # had come, so part of what was sent went unheard, however fast the model (only a one-sentence
-    # reply, played whole before the person spoke at 8 s, could be heard whole).
-    assert heard and spoken.strip().startswith(heard.rstrip(".,!?")[:-1])
-    assert len(heard) < len(spoken.strip()) or run.chunks_at_interrupt < 2, (heard, spoken)
+    # What was heard is what was sent up to the cut: the person spoke once a second chunk's text had
+    # come, so part of what was sent went unheard, however fast the model.
+    assert heard and len(heard) < len(spoken.strip()) and spoken.strip().startswith(heard.rstrip(".,!?")[:-1])
     history = await _history(voice_server, run.of("session.created")[0].session.id.removeprefix("sess_"))
     assistant = [t for t in history if t["role"] == "assistant"]
     assert assistant[0]["interrupted"] and assistant[0]["text"] == heard
