@@ -406,3 +406,19 @@ def test_end_of_turn_decisions_without_the_model_are_refused():
         make_session(end_of_turn=EOT)
     with pytest.raises(ValueError, match="end-of-turn model"):
         make_session(end_of_turn=SessionConfig().end_of_turn)  # the default needs it too
+
+
+async def test_the_closing_partial_is_read_first_and_the_same_words_are_not_read_again():
+    """The pause's closing partial (64 ms into the silence) is read for the end of the turn
+    before the early final (128 ms); the final hears the same words, so the LLM is asked once."""
+    asr, llm = StandInRecognizer(WORDS), StandInLLM(["It is noon."])
+    engines = StandInEngines(asr, llm, asr_partial=StandInRecognizer(WORDS), smart_turn=StandInSmartTurn([0.9]))
+    events: list[Event] = []
+    session = Session(engines, VirtualClock(), SessionConfig(end_of_turn=EOT), events.append, lockstep=True)  # type: ignore[arg-type]
+    session.events = events  # type: ignore[attr-defined]
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    closing, early = of(session, EndOfTurnText)
+    (end,) = of(session, SpeechEnd)
+    assert closing.t - end.end == pytest.approx(0.064, abs=0.032) and closing.t < early.t <= end.t
+    assert closing.text == early.text == "what time is it" and closing.sentence_end == early.sentence_end
+    assert llm.asked == ["What time is it"]

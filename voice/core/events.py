@@ -132,11 +132,11 @@ class EndOfTurnCheck(Event):
 
 @dataclass(frozen=True)
 class EndOfTurnText(Event):
-    """The transcript of utterance ``utterance`` up to a pause (the early final), as the
-    end-of-turn decision read it: ``sentence_end``, the LLM's probability that its sentence ends
-    there (None: not asked, or the LLM failed); ``unfinished``: the words hold the turn open
-    (unfinished, or trailing off on "and"); ``ended``: they confirmed the model's "finished"
-    and the turn ended now."""
+    """A transcript of utterance ``utterance`` up to a pause (its closing partial, then its
+    early final if that comes before the endpoint), as the end-of-turn decision read it:
+    ``sentence_end``, the LLM's probability that its sentence ends there (None: not asked, or
+    the LLM failed); ``unfinished``: the words hold the turn open (unfinished, or trailing off
+    on "and"); ``ended``: they confirmed the model's "finished" and the turn ended now."""
 
     type: ClassVar[str] = "end_of_turn_text"
     utterance: int

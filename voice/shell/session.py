@@ -219,6 +219,7 @@ class Session:
         )
         self._aec = EchoCanceller() if echo_cancel else None
         self._asr_aec = LinearEchoCanceller() if echo_cancel and cfg.asr_audio == "linear" else None
+        self._reading: tuple[str, float] | None = None  # the LLM's last reading of a pause's words: (prompt, P(ends))
         self._asr_onset = (-1.0, -1.0)  # the VAD's onset of speech over the reply, and where the ASR hears it begin
         self._audio = AudioBuffer(ASR_RATE)  # what the ASR hears (echo-cancelled), on the session's timeline
         self._playout = Playout(self.output_rate)
@@ -583,7 +584,14 @@ class Session:
             stable, unstable = changed
             self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
         if closes is not None and text:
-            self._run(self.conversation.closing_partial(utterance, closes, text, self.clock.now()))
+
+            def speculate() -> None:
+                self._run(self.conversation.closing_partial(utterance, closes, text, self.clock.now()))
+
+            # Its words are read for the end of the turn too: in real time they come 200-400 ms
+            # before the early final's, and a "finished" from Smart Turn need not wait for that
+            # pass. The early final's words, when they come before the endpoint, replace them.
+            await self._weigh_transcript(utterance, text, closes, speculate)
 
     async def _check_end_of_turn(self, cmd: CheckEndOfTurn, utterance: int) -> None:
         """Is the utterance so far a finished turn? Smart Turn on its audio, on its own thread.
@@ -613,9 +621,10 @@ class Session:
             self._heard(checked.ended)
 
     async def _weigh_transcript(self, utterance: int, text: str, end: float, speculate: Callable[[], None]) -> None:
-        """The early final of a pause, to the end-of-turn decision: does the sentence end there?
-        The LLM's next-token probabilities of the words as plain text say (one short prefill,
-        beside the speculative reply ``speculate`` starts); a failure leaves it to the sound."""
+        """A transcript of a pause (its closing partial, then its early final), to the end-of-turn
+        decision: does the sentence end there? The LLM's next-token probabilities of the words as
+        plain text say (one short prefill, beside the speculative reply ``speculate`` starts; the
+        same words read again are not asked again); a failure leaves it to the sound."""
         hears = self._hearing.end_of_turn
         wants = hears is not None and hears.wants_transcript(end)
         prompt = hears.reading(text, end) if hears is not None else None
@@ -627,11 +636,15 @@ class Session:
             speculate()
         sentence_end: float | None = None
         if prompt is not None:
-            try:
-                top = await self.engines.llm.next_token_probabilities(prompt)
-                sentence_end = sentence_end_probability(top)
-            except Exception as e:
-                self._error("end_of_turn_text", repr(e))
+            if self._reading is not None and self._reading[0] == prompt:
+                sentence_end = self._reading[1]  # the early final heard what the closing partial did
+            else:
+                try:
+                    top = await self.engines.llm.next_token_probabilities(prompt)
+                    sentence_end = sentence_end_probability(top)
+                    self._reading = (prompt, sentence_end)
+                except Exception as e:
+                    self._error("end_of_turn_text", repr(e))
             if self.lockstep:
                 speculate()
         if not wants:
