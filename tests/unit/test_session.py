@@ -67,9 +67,14 @@ def make_session(
     reply: str = "It is noon. Have a good day.",
     echo_cancel: bool = False,
     smart_turn: StandInSmartTurn | None = None,
+    partials: bool = False,
     **config,
 ) -> Session:
-    engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), smart_turn=smart_turn)
+    """``partials``: the engines have a partial model too (the same stand-in words)."""
+    partial = StandInRecognizer(WORDS) if partials else None
+    engines = StandInEngines(
+        StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), asr_partial=partial, smart_turn=smart_turn
+    )
     if smart_turn is None:
         config.setdefault("end_of_turn", None)  # no model: silence ends the turn
     events: list[Event] = []
@@ -224,9 +229,7 @@ def test_no_closing_partials_without_speculation():
     """A closing partial is there to start the speculation: without it, only previews."""
 
     def partials(**config) -> PartialConfig | None:
-        engines = StandInEngines(StandInRecognizer(WORDS), StandInLLM(["Sure."]), asr_partial=StandInRecognizer(WORDS))
-        session = Session(engines, VirtualClock(), SessionConfig(end_of_turn=None, **config))  # type: ignore[arg-type]
-        return session._hearing._partials  # type: ignore[attr-defined]
+        return make_session(partials=True, **config)._hearing._partials  # type: ignore[attr-defined]
 
     assert partials(speculate=False).closing_after_s is None
     assert partials().closing_after_s == PartialConfig().closing_after_s
@@ -283,12 +286,9 @@ async def test_replay_runs_the_same_pump():
 
 
 async def test_partials_are_shed_over_sessions_sharing_one_budget():
-    a, b = make_session(), make_session()
+    a, b = make_session(partials=True), make_session(partials=True)
     b.engines = a.engines  # one recognizer, one budget
     b._hearing._budget = a.engines.partial_budget  # type: ignore[attr-defined]
-    a.engines.asr_partial = StandInRecognizer(WORDS)  # type: ignore[attr-defined]
-    for s in (a, b):
-        s._hearing._partials = s.config.partials  # type: ignore[attr-defined]
     audio = np.concatenate([silence(0.2), tone(2.5, hz=QUESTION_HZ)])
     for i in range(len(audio) // ASR_BLOCK):  # both hear speech at once; no settling: passes stay in flight
         a.push_audio(audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK])
@@ -411,14 +411,10 @@ def test_end_of_turn_decisions_without_the_model_are_refused():
 async def test_the_closing_partial_is_read_first_and_the_same_words_are_not_read_again():
     """The pause's closing partial (64 ms into the silence) is read for the end of the turn
     before the early final (128 ms); the final hears the same words, so the LLM is asked once."""
-    asr, llm = StandInRecognizer(WORDS), StandInLLM(["It is noon."])
-    engines = StandInEngines(asr, llm, asr_partial=StandInRecognizer(WORDS), smart_turn=StandInSmartTurn([0.9]))
-    events: list[Event] = []
-    session = Session(engines, VirtualClock(), SessionConfig(end_of_turn=EOT), events.append, lockstep=True)  # type: ignore[arg-type]
-    session.events = events  # type: ignore[attr-defined]
+    session = turn_session([0.9], partials=True)
     await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
     closing, early = of(session, EndOfTurnText)
     (end,) = of(session, SpeechEnd)
     assert closing.t - end.end == pytest.approx(0.064, abs=0.032) and closing.t < early.t <= end.t
     assert closing.text == early.text == "what time is it" and closing.sentence_end == early.sentence_end
-    assert llm.asked == ["What time is it"]
+    assert session.engines.llm.asked == ["What time is it"]  # type: ignore[attr-defined]
