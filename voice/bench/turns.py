@@ -26,6 +26,10 @@ from voice.shell.clock import MonotonicClock, VirtualClock
 from voice.shell.engines import Engines
 from voice.shell.session import Session, SessionConfig
 
+# The pipeline before issue 15's turn-taking, to compare with on the same engines: silence
+# (a 500 ms hangover) ends the turn, no speculative reply, the ASR hears AEC3's output.
+BEFORE_ISSUE_15 = SessionConfig(end_of_turn=None, speculate=False, asr_audio="suppressed")
+
 # One sentence each, said as one turn (recordings of ../shared/fixtures/speech;
 # JFK and LJ001-0001 pause for over half a second inside their sentences, so
 # they are several utterances even by silence, and are left out).
