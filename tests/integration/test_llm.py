@@ -14,8 +14,9 @@ import pytest_asyncio
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
 from tests.conftest import recordings
-from tests.integration.servers import launch_vllm_server, metric, no_request_running, read_then_close, stop_server
+from tests.integration.servers import metric, no_request_running, read_then_close
 from voice.bench.scoring import word_error_rate
+from voice.bench.vllm_server import launch_vllm_server, stop_server
 from voice.core.end_of_turn import sentence_end_probability
 from voice.shell.models import llm_model_path
 

@@ -13,7 +13,7 @@ import pytest
 
 from llm.base import GenerationConfig
 from llm.openai_http import OpenAIChatClient
-from tests.integration.servers import launch_vllm_server, stop_server
+from voice.bench.vllm_server import launch_vllm_server, stop_server
 from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
 from voice.shell.models import TOOL_PARSERS, llm_model_path
 from voice.tools import load_tools

@@ -13,11 +13,11 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import recordings
-from tests.twilio_caller import Listen, Press, Quiet, Say, call, to_8k
 from transport.files import load_audio
 from transport.ws_server import ServerConfig, VoiceServer
 from tts.piper_tts import PiperTTS
 from voice.bench.scoring import word_error_rate
+from voice.bench.twilio_caller import Listen, Press, Quiet, Say, call, to_8k
 from voice.core.audio import ASR_RATE
 from voice.core.call import CallConfig, IdlePolicy
 from voice.core.events import ToolCallEnd

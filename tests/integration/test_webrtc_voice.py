@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import recordings
-from tests.webrtc_client import webrtc_call
 from transport.files import load_audio
 from voice.bench.scoring import word_error_rate
+from voice.bench.webrtc_client import webrtc_call
 
 pytestmark = pytest.mark.engines
 

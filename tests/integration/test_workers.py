@@ -21,11 +21,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.conftest import recordings
-from tests.integration.servers import launch_vllm_server, stop_server
 from transport.client import talk
 from transport.files import load_audio
 from voice.app.store import ConversationStore
-from voice.bench.deployment import FrontDoor, Worker, free_port, worker_args
+from voice.bench.common import free_port
+from voice.bench.deployment import FrontDoor, Worker, worker_args
+from voice.bench.vllm_server import launch_vllm_server, stop_server
 from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="module")]

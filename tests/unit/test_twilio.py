@@ -12,13 +12,13 @@ import json
 import numpy as np
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 
-from tests.twilio_caller import SID, START, Listen, Quiet, Say, call, mark, media, to_8k
 from transport import g711
 from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
 from transport.twilio import LEAD_S, TwilioProtocol
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.conversations import Conversations
 from voice.app.store import ConversationStore
+from voice.bench.twilio_caller import SID, START, Listen, Quiet, Say, call, mark, media, to_8k
 from voice.core.call import CallConfig, IdlePolicy
 from voice.core.events import PlaybackStopped, TurnEnd
 from voice.shell.session import SessionConfig

@@ -14,9 +14,9 @@ from av import AudioFrame
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 from websockets.asyncio.client import connect
 
-from tests.webrtc_client import webrtc_call
 from transport.webrtc import PLAYOUT_DELAY_S, Microphone, OfferError, ReplyTrack, read_offer
 from transport.ws_server import ServerConfig, VoiceServer
+from voice.bench.webrtc_client import webrtc_call
 from voice.shell.session import SessionConfig
 
 SDP = (

@@ -16,15 +16,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from voice.bench.common import ROOT, free_port
+
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 FRONT_SLOTS = 3  # the workers deploy/haproxy.cfg names
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Worker:

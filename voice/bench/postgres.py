@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from voice.bench.deployment import free_port
+from voice.bench.common import free_port
 
 USER = "voice"  # the database superuser the tests connect as (trust authentication, loopback only)
 
