@@ -259,3 +259,22 @@ def test_the_time_the_timer_and_hanging_up_go_through_the_session():
 
 def test_the_wall_clock_has_a_time_zone():
     assert FakeContext().now().tzinfo is not None and datetime.now(UTC).tzinfo is not None
+
+
+# -- the one argument checker (voice/tools/arguments.py) --------------------------
+
+
+def test_a_client_tools_arguments_are_checked_against_its_json_schema():
+    from voice.tools.arguments import SchemaArguments, schema_problem
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    checker = SchemaArguments(schema)
+    assert checker.check('{"city": "Oslo"}') == {"city": "Oslo"}
+    with pytest.raises(ValueError, match=r"not valid JSON \(Expecting value at character 0\)"):
+        checker.check("nope")
+    with pytest.raises(ValueError, match=r"do not fit the tool's parameters \(city: 3 is not of type 'string'\)"):
+        checker.check('{"city": 3}')
+    with pytest.raises(ValueError, match=r"\(arguments: 'city' is a required property\)"):
+        checker.check("")  # empty: {} as the arguments
+    assert schema_problem(schema) is None
+    assert "is not valid under any of the given schemas" in (schema_problem({"type": 7}) or "")

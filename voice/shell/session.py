@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import threading
 import time
@@ -75,6 +74,7 @@ from voice.shell.clock import Clock
 from voice.shell.device import AudioDevice, UncontrolledSpeaker
 from voice.shell.engines import Engines
 from voice.tools import Tool, ToolResult, Tools
+from voice.tools.arguments import SchemaArguments
 
 log = logging.getLogger("voice.session")
 
@@ -242,7 +242,7 @@ class Session:
         # call id -> its reply, whether a barge-in cancels it, the task running (or awaiting) it
         self._tool_tasks: dict[str, tuple[int, bool, asyncio.Task]] = {}
         # Tools the client runs (Realtime's function calls): name -> its arguments' JSON schema checker.
-        self._client_tools: dict[str, Any] = {}
+        self._client_tools: dict[str, SchemaArguments] = {}
         self._client_results: dict[str, asyncio.Future[str]] = {}  # call id -> the client's output
         self._tool_context = SessionToolContext(self)
         self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
@@ -753,14 +753,10 @@ class Session:
         """The tools the client runs itself (``[]``: none): offered to the model beside the
         session's own; a call of one goes to the client (a ``tool_call`` event) and waits for
         :meth:`client_tool_output`. ``specs`` as the chat API takes them, each checked."""
-        import jsonschema
-
         checkers = {}
         for spec in specs:
             function = spec["function"]
-            schema = function.get("parameters") or {"type": "object"}
-            jsonschema.Draft202012Validator.check_schema(schema)
-            checkers[function["name"]] = jsonschema.Draft202012Validator(schema)
+            checkers[function["name"]] = SchemaArguments(function.get("parameters") or {"type": "object"})
         self._client_tools = checkers
         own = self.tools.specs() if self.tools else []
         ours = [s for s in own if s["function"]["name"] not in checkers]
@@ -782,7 +778,11 @@ class Session:
         """Check the call against its tool; run it in a task of its own, or answer why it cannot run."""
         loop = asyncio.get_running_loop()
         if cmd.call.name in self._client_tools:
-            why = _schema_problem(self._client_tools[cmd.call.name], cmd.call.arguments)
+            try:
+                self._client_tools[cmd.call.name].check(cmd.call.arguments)
+                why = None
+            except ValueError as e:
+                why = str(e)
             if why is None:
                 task = loop.create_task(self._await_client(cmd))
                 self._tool_tasks[cmd.call.id] = (cmd.response, True, task)
@@ -893,16 +893,3 @@ class Session:
         if error:
             self._error("tts", error)
         self._run(self.conversation.tts_done(cmd.response, cmd.chunk, self.clock.now()))
-
-
-def _schema_problem(checker: Any, arguments: str) -> str | None:
-    """Why ``arguments`` (JSON text) do not fit a client tool's schema (None: they do)."""
-    try:
-        value = json.loads(arguments or "{}")
-    except json.JSONDecodeError as e:
-        return f"the arguments are not valid JSON ({e.msg} at character {e.pos})"
-    error = next(iter(checker.iter_errors(value)), None)
-    if error is None:
-        return None
-    where = ".".join(map(str, error.absolute_path)) or "arguments"
-    return f"the arguments do not fit the tool's parameters ({where}: {error.message})"

@@ -45,6 +45,7 @@ from typing import Any, Literal, Protocol
 import pydantic
 
 from voice.core.tool_calls import ToolCall
+from voice.tools.arguments import ModelArguments
 
 DEFAULT_TIMEOUT_S = 10.0
 ToolStatus = Literal["ok", "error", "cancelled", "timeout"]
@@ -150,26 +151,7 @@ class Tool:
 
     def arguments(self, text: str) -> dict[str, Any]:
         """The call's arguments, parsed and checked; raises ValueError with what the model got wrong."""
-        if not text.strip():
-            if self._model.model_fields:  # not "all defaults": a call cut off after its name looks so
-                raise ValueError("the arguments are missing")
-            return {}
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"the arguments are not valid JSON ({e.msg} at character {e.pos})") from e
-        if not isinstance(parsed, dict):
-            raise ValueError("the arguments must be a JSON object")
-        if not self._model.model_fields:
-            # A tool without parameters: whatever object came is ignored (a 0.5B model
-            # sent its schema back, {"properties": {}, "type": "object"}, as the arguments).
-            return {}
-        try:
-            validated = self._model.model_validate(parsed)
-        except pydantic.ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
-            raise ValueError(f"the arguments do not fit {self.name}'s parameters ({problems})") from e
-        return {k: getattr(validated, k) for k in type(validated).model_fields}
+        return ModelArguments(self.name, self._model).check(text)
 
     async def run(
         self, arguments: dict[str, Any], context: ToolContext | None, clock: Callable[[], float] = time.monotonic
