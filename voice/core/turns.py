@@ -98,6 +98,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice.core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
 from voice.core.budget import Budget
 
 # The command types live in voice.core.commands; re-exported here for callers not yet moved.
@@ -116,6 +117,7 @@ from voice.core.commands import (
     Synthesize,
     TranscribeFinal,
 )
+from voice.core.endpointing import OnsetDropped, SpeechOnset
 from voice.core.events import (
     AsrFinal,
     AwaitingTools,
@@ -145,6 +147,7 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from voice.core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from voice.core.history import History, ToolStatus, ToolUse, Turn, tool_calls_message, tool_result_message
 from voice.core.ledger import PlaybackLedger, Word
 from voice.core.sentences import SentenceGrouper
@@ -454,6 +457,28 @@ class Conversation:
         return self._hold is not None
 
     # -- the person -------------------------------------------------------
+
+    def heard(self, heard: Heard, t: float) -> list[Command]:
+        """What the hearing front end (:meth:`~voice.core.hearing.Hearing.push`) reported, at
+        ``t`` on the session's clock: the speech edges, each frame inside an utterance, the
+        endpoint. ``PartialDue`` and ``CheckEndOfTurn`` ask for engine work, not a turn-taking
+        decision: the shell runs them itself; given one, this returns [] and changes nothing.
+
+        Each edge is dated as the shell dated it before this method existed: a voiced frame
+        by its own time, the other edges by ``t``, when the session heard of them."""
+        if isinstance(heard, SpeechContinues):
+            return self.speech_continues(heard.t)
+        if isinstance(heard, SpeechPaused):
+            return self.speech_paused(heard.end, heard.silence_s, t)
+        if isinstance(heard, SpeechOnset):
+            return self.speech_onset(heard.onset, t)
+        if isinstance(heard, OnsetDropped):
+            return self.onset_dropped(t)
+        if isinstance(heard, endpointing.SpeechStart):
+            return self.speech_started(heard.onset, t)
+        if isinstance(heard, Ended):
+            return self.speech_ended(heard.end, t, heard.level_db, heard.background_db)
+        return []  # PartialDue, CheckEndOfTurn: engine work, the shell's
 
     def speech_onset(self, onset: float, t: float) -> list[Command]:
         """The VAD heard voiced frames from ``onset`` on: maybe speech, not confirmed yet."""
