@@ -79,6 +79,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from voice.core.words import words
+
 # A transcript whose last word is one of these has not finished its sentence.
 CONTINUATION_WORDS = frozenset(
     [
@@ -238,7 +240,7 @@ EndOfTurnCommand = CheckEndOfTurn | Endpoint
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
+    return words(text, compounds=False)  # "twenty-one": two number words
 
 
 def _is_number(word: str) -> bool:
