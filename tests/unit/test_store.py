@@ -1098,3 +1098,73 @@ def test_workers_opening_a_new_database_at_once_create_it_once(postgres):
     assert all(s.session("x", owner="tok").owned for s in stores)  # one salt for all
     for s in stores:
         s.close()
+
+
+# -- text the database cannot encode --------------------------------------------
+
+LONE = "\ud800"  # a lone surrogate: JSON allows it (a DTMF digit once carried one), UTF-8 has no encoding for it
+
+
+def test_text_the_database_cannot_encode_is_stored_cleaned_never_a_lost_turn(store, db, caplog):
+    """Every text column (user and assistant text, a tool's arguments and result, metadata, the
+    session's prompt and meta) stores U+FFFD for what it cannot encode, and the turn is kept: before,
+    the driver refused the write ("persisting a turn failed") and the turn was lost."""
+    from voice.core.history import ToolUse
+
+    nul = "\x00" if not isinstance(db, Path) else ""  # PostgreSQL's text cannot hold NUL either
+    meta = {"digits": f"1{LONE}", f"key{LONE}": [LONE, {"deep": LONE}]}
+    with caplog.at_level("WARNING", logger="voice.app.store"):
+        sid, history, recorder = open_history(
+            store, None, owner=f"token{LONE}", system_prompt=f"be brief{LONE}{nul}", meta=meta
+        )
+        history.add(user(f"press {LONE}{nul} now"))
+        call = ToolUse(f"call{LONE}", f"dial{LONE}", '{"digit": "' + LONE + '"}', "ok", 0.01)
+        history.add(Turn("tool", f"dialled {LONE}{nul}", t_start=1.0, t_end=1.1, response=1, tool=call))
+        history.add(
+            Turn(
+                "assistant",
+                f"You pressed {LONE}{nul}.",
+                t_start=1.6,
+                t_end=2.4,
+                generated_text=f"You pressed {LONE}. {nul}Anything else?",
+                response=1,
+                extra={"lang": f"en{LONE}", f"k{LONE}": LONE},
+            )
+        )
+        assert recorder.flush()
+    assert recorder.error is None and recorder.pending == [] and recorder.stored
+    assert "failed" not in caplog.text and "memory only" not in caplog.text
+    clean = nul.replace("\x00", "\ufffd")
+    back = store.turns(sid)
+    assert [t.text for t in back] == [
+        f"press \ufffd{clean} now",
+        f"dialled \ufffd{clean}",
+        f"You pressed \ufffd{clean}.",
+    ]
+    assert back[1].tool == ToolUse("call\ufffd", "dial\ufffd", '{"digit": "\ufffd"}', "ok", 0.01)
+    assert back[2].generated_text == f"You pressed \ufffd. {clean}Anything else?"
+    assert back[2].extra == {"lang": "en\ufffd", "k\ufffd": "\ufffd"}
+    rec = store.session(sid, owner=f"token{LONE}")  # the owner's token still opens it
+    assert rec.system_prompt == f"be brief\ufffd{clean}" and rec.last_text == f"You pressed \ufffd{clean}."
+    assert rec.meta == {"digits": "1\ufffd", "key\ufffd": ["\ufffd", {"deep": "\ufffd"}]}
+    with pytest.raises(ForeignSession):
+        store.session(sid, owner="token")  # a surrogate is not dropped from the token: another token
+    for turn in back:  # every text reads back as one anything can print or send
+        (turn.text + (turn.generated_text or "")).encode("utf-8")
+    # asked for by such an id, the store answers as for any unknown id
+    with pytest.raises(UnknownSession):
+        store.session(f"{sid[:8]}{LONE}")
+    with pytest.raises(UnknownSession):
+        store.find_session(LONE)
+    with pytest.raises(UnknownSession):
+        open_history(store, f"{sid}{LONE}")
+
+
+def test_storable_cleans_only_what_cannot_be_encoded():
+    from voice.app.databases import storable
+
+    text = "héllo 😀 \x00"
+    assert storable(text) is text  # nothing to clean: the same object
+    assert storable(f"a{LONE}b") == "a\ufffdb"
+    assert storable("\ud83d\ude00") == "😀"  # a surrogate pair is its character
+    assert storable(("x", 1, None, [f"{LONE}"], {LONE: (LONE,)})) == ("x", 1, None, ["\ufffd"], {"\ufffd": ("\ufffd",)})

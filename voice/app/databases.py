@@ -8,6 +8,12 @@ turning the driver's errors into :class:`StoreError` with a message a person can
 
 ``open_database("conversations.db")`` or ``open_database("postgresql://user@host:5432/db")``;
 a URL of any other scheme is refused with one line, never taken for a file name.
+
+Text a database cannot encode is cleaned, never a lost turn. A lone surrogate (``"\\ud800"``
+in Python, which JSON allows: a DTMF digit once carried one) has no UTF-8 encoding, and the
+driver refused the whole write ("persisting a turn failed"); PostgreSQL's text refuses NUL
+too. Every connection passes each text parameter through :func:`storable` (and PostgreSQL's
+NUL through :data:`REPLACEMENT`), so such a character is stored as U+FFFD, with its turn.
 """
 
 from __future__ import annotations
@@ -20,6 +26,41 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 SCHEMA_VERSION = 3  # 2: turns.finalized_at; 3: tool turns
+
+REPLACEMENT = "\ufffd"  # what a character the database cannot encode is stored as
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every string in it (dict keys and values, list and tuple items too) encodable as UTF-8.
+
+    A lone surrogate becomes U+FFFD; a surrogate pair standing for one
+    character becomes that character. Anything else is returned as it is
+    (the same object where nothing needed cleaning).
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(storable(v) for v in value)
+    return value
+
+
+def _parameters(parameters: Any, nul: bool = False) -> Any:
+    """A statement's parameters with every text :func:`storable` (``nul``: and NUL replaced)."""
+    if not isinstance(parameters, tuple | list):
+        return parameters
+    out = storable(tuple(parameters))
+    if nul:
+        out = tuple(v.replace("\x00", REPLACEMENT) if isinstance(v, str) else v for v in out)
+    return out
+
 
 # -- errors -----------------------------------------------------------------
 
@@ -164,6 +205,13 @@ def redact(url: str) -> str:
 # -- SQLite -------------------------------------------------------------------
 
 
+class _SQLiteConnection(sqlite3.Connection):
+    """sqlite3's connection, whose statements store text it cannot encode as U+FFFD rather than fail."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _parameters(parameters))
+
+
 class SQLiteDatabase:
     """One file, in WAL mode: readers never wait for the writer; ``BEGIN IMMEDIATE`` serializes writes."""
 
@@ -185,7 +233,9 @@ class SQLiteDatabase:
                 raise StoreError(f"cannot create the folder for conversation database {path} ({e})", path) from e
         elif path.is_dir():
             raise StoreError(f"conversation database {path} is a folder, not a file", path)
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=_SQLiteConnection
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {round(timeout * 1000)}")
             if readonly:
@@ -308,6 +358,7 @@ class _PostgresConnection:
                 return None  # the server rolled it back when the connection went
             conn = self._connect()
         sql = sql.replace("?", "%s")
+        parameters = _parameters(parameters, nul=True)
         if not self._in_transaction:
             try:
                 cursor = conn.execute(sql, parameters)
