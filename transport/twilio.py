@@ -16,17 +16,21 @@ not, so those echoes are ignored and everything not acknowledged before is count
 The history may thus lose the last chunk (at most the lead, 0.3 s) the caller did hear, never
 hold one they did not.
 
-Twilio reads nothing we could say about an error: bad frames are logged and dropped.
+Every frame is read through the one schema reader (``transport/wire.py``) with the schemas
+below, Twilio's documented fields with their types (others are ignored). Twilio reads nothing
+we could say about an error: a frame that fails its schema (wrong types, nesting too deep, a
+string holding a lone surrogate, which is no text and is refused, never cleaned) is logged in
+one line and dropped; nothing of it goes on.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import logging
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from transport import g711
@@ -41,6 +45,7 @@ from transport.protocol import (
     TruncateReply,
     UserText,
 )
+from transport.wire import Invalid, quote, read_message
 from voice.core.events import Event, PlaybackStopped
 
 log = logging.getLogger("voice.server.twilio")
@@ -48,6 +53,77 @@ log = logging.getLogger("voice.server.twilio")
 # Reply audio sent ahead of what the caller heard: Twilio buffers it; at a barge-in ``clear``
 # drops it. Larger than /ws's default: the marks come back over the phone network's delay.
 LEAD_S = 0.3
+
+# -- Twilio's messages: the schema every text frame is read with (transport/wire.py) --
+
+Sid = Annotated[str, msgspec.Meta(max_length=64)]  # Twilio's ids are 34 characters
+Param = Annotated[str, msgspec.Meta(max_length=1024)]
+# One key of a phone's keypad: what a ``dtmf`` message holds, and all it may put in a turn.
+Digit = Annotated[str, msgspec.Meta(pattern="^[0-9*#A-D]$")]
+
+
+class MediaFormat(msgspec.Struct, frozen=True, rename="camel"):
+    encoding: Param | None = None
+    sample_rate: int = 8000
+
+
+class StartInfo(msgspec.Struct, frozen=True, rename="camel"):
+    stream_sid: Sid | None = None
+    call_sid: Sid | None = None
+    account_sid: Sid | None = None
+    custom_parameters: Annotated[dict[Param, Param], msgspec.Meta(max_length=64)] | None = None
+    media_format: MediaFormat | None = None
+
+
+class Media(msgspec.Struct, frozen=True):
+    payload: bytes  # base64 mu-law, decoded by the schema
+    track: Param = "inbound"
+
+
+class MarkInfo(msgspec.Struct, frozen=True):
+    name: Sid
+
+
+class DtmfInfo(msgspec.Struct, frozen=True):
+    digit: Digit
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):  # Twilio names fields in camelCase
+    stream_sid: Sid | None = None
+
+
+class Connected(Message, frozen=True):
+    pass
+
+
+class Start(Message, frozen=True):
+    start: StartInfo
+
+
+class MediaMessage(Message, frozen=True):
+    media: Media
+
+
+class Mark(Message, frozen=True):
+    mark: MarkInfo
+
+
+class Dtmf(Message, frozen=True):
+    dtmf: DtmfInfo
+
+
+class Stop(Message, frozen=True):
+    pass
+
+
+MESSAGES: dict[str, type[Message]] = {
+    "connected": Connected,
+    "start": Start,
+    "media": MediaMessage,
+    "mark": Mark,
+    "dtmf": Dtmf,
+    "stop": Stop,
+}
 
 
 class TwilioProtocol:
@@ -81,62 +157,62 @@ class TwilioProtocol:
         return self.session_id[:8]
 
     def receive_text(self, text: str) -> list[Action]:
-        try:
-            message = json.loads(text)
-            kind = message["event"]
-        except (ValueError, KeyError, TypeError):
-            log.info("session %s: not a Media Streams message: %.80r", self.id, text)
+        message = read_message(text, MESSAGES, tag="event")
+        if isinstance(message, Invalid):
+            log.info("session %s: a Media Streams message dropped: %s: %s", self.id, message.code, message.message)
             return []
-        handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) else None
-        if handler is None:
-            log.info("session %s: unknown Media Streams event %.40r: ignored", self.id, kind)
-            return []
-        try:
-            return handler(message)
-        except (KeyError, TypeError, ValueError, binascii.Error) as e:
-            log.info("session %s: a malformed %r message (%s): dropped", self.id, kind, e)
-            return []
+        match message:
+            case Start():
+                return self._on_start(message)
+            case MediaMessage():
+                return self._on_media(message.media)
+            case Mark():
+                return self._on_mark(message.mark)
+            case Dtmf():
+                return self._on_dtmf(message.dtmf)
+            case Stop():
+                return [Close(1000, "the call ended")]
+        return []  # connected: Twilio's hello, nothing to do
 
-    def _on_connected(self, message: dict[str, Any]) -> list[Action]:
-        return []
-
-    def _on_start(self, message: dict[str, Any]) -> list[Action]:
+    def _on_start(self, message: Start) -> list[Action]:
         if self.configured is not None:
             return []
-        start = message["start"]
-        fmt = start.get("mediaFormat") or {}
-        if fmt and (fmt.get("encoding"), int(fmt.get("sampleRate", 8000))) != ("audio/x-mulaw", 8000):
-            log.warning("session %s: media format %s is not mu-law at 8 kHz: hanging up", self.id, fmt)
+        start = message.start
+        fmt = start.media_format
+        if fmt is not None and fmt != MediaFormat() and (fmt.encoding, fmt.sample_rate) != ("audio/x-mulaw", 8000):
+            said = {"encoding": fmt.encoding, "sampleRate": fmt.sample_rate}
+            log.warning("session %s: media format %s is not mu-law at 8 kHz: hanging up", self.id, said)
             return [Close(1003, "only audio/x-mulaw at 8000 Hz is spoken here")]
-        self.stream_sid = str(start.get("streamSid") or message.get("streamSid") or "")
-        parameters = {str(k): str(v) for k, v in dict(start.get("customParameters") or {}).items()}
+        self.stream_sid = start.stream_sid or message.stream_sid or ""
+        parameters = dict(start.custom_parameters or {})
         # Twilio's start message does not carry the caller's number: the TwiML passes it as a
         # <Parameter name="From" value="{{From}}"/> (README, Phone calls).
         caller = next((parameters[k] for k in ("From", "from", "caller") if parameters.get(k)), None)
         self.call = {
             "channel": "twilio",
             "caller": caller,
-            "call_sid": start.get("callSid"),
+            "call_sid": start.call_sid,
             "stream_sid": self.stream_sid,
-            "account_sid": start.get("accountSid"),
+            "account_sid": start.account_sid,
             "custom_parameters": parameters,
         }
         log.info("session %s: call %s from %s, stream %s", self.id, self.call["call_sid"], caller, self.stream_sid)
         self.configured = Configure(g711.G711_RATE, acks=True, lead_s=LEAD_S, call=True, meta=self.call)
         return [self.configured]
 
-    def _on_media(self, message: dict[str, Any]) -> list[Action]:
-        media = message["media"]
-        if self.configured is None or media.get("track", "inbound") not in ("inbound", "inbound_track"):
+    def _on_media(self, media: Media) -> list[Action]:
+        if self.configured is None or media.track not in ("inbound", "inbound_track"):
             return []
-        payload = base64.b64decode(media["payload"], validate=True)
-        if len(payload) > self.limits.max_frame_bytes:
-            log.info("session %s: a media frame of %d bytes is over the limit: dropped", self.id, len(payload))
+        if len(media.payload) > self.limits.max_frame_bytes:
+            log.info("session %s: a media frame of %d bytes is over the limit: dropped", self.id, len(media.payload))
             return []
-        return [AudioIn(g711.decode(payload))] if payload else []
+        return [AudioIn(g711.decode(media.payload))] if media.payload else []
 
-    def _on_mark(self, message: dict[str, Any]) -> list[Action]:
-        sent = int(message["mark"]["name"])
+    def _on_mark(self, mark: MarkInfo) -> list[Action]:
+        if not mark.name.isascii() or not mark.name.isdigit():
+            log.info("session %s: a mark %s is not one of ours: ignored", self.id, quote(mark.name))
+            return []
+        sent = int(mark.name)
         if sent <= self._ignore_upto or sent > self._sent:
             return []  # pending at a clear (echoed at once, played or not), or not one of ours
         played = sent - self._dropped
@@ -145,16 +221,12 @@ class TwilioProtocol:
         self._played = played
         return [PlayedReport(self._played, self._dropped)]
 
-    def _on_dtmf(self, message: dict[str, Any]) -> list[Action]:
-        digit = str(message["dtmf"]["digit"])[:1]
-        if not digit or self.configured is None:
+    def _on_dtmf(self, dtmf: DtmfInfo) -> list[Action]:
+        if self.configured is None:
             return []
-        self.digits.append(digit)
-        log.info("session %s: the caller pressed %s", self.id, digit)
-        return [UserText(f"(The caller pressed {digit} on the phone's keypad.)")]
-
-    def _on_stop(self, message: dict[str, Any]) -> list[Action]:
-        return [Close(1000, "the call ended")]
+        self.digits.append(dtmf.digit)
+        log.info("session %s: the caller pressed %s", self.id, dtmf.digit)
+        return [UserText(f"(The caller pressed {dtmf.digit} on the phone's keypad.)")]
 
     # -- server -> Twilio ----------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Reading what a client sends: one parse, one schema, one kind of refusal.
 
-Both dialects read every text frame through :func:`read_message` before
-anything acts on it. A message is a JSON object with a string ``type``; the
-type picks a schema (a :class:`msgspec.Struct` of the dialect's own module)
-and the whole message is checked against it in the same pass, with its sizes
+Every dialect (``/ws``, Realtime, Twilio Media Streams) reads every text
+frame through :func:`read_message` before anything acts on it. A message is
+a JSON object with a string ``type`` (Twilio's: ``event``); the type picks a
+schema (a :class:`msgspec.Struct` of the dialect's own module) and the whole
+message is checked against it in the same pass, with its sizes
 and ranges. Whatever fails is an :class:`Invalid`: a stable code and a text
 safe to send back, which names where in the message it failed and quotes at
 most :data:`MAX_QUOTE` characters of what the client sent, escaped. Nothing
@@ -15,6 +16,14 @@ decoder (a message nested deeper than it allows, about 900 levels, is
 ``invalid_json``; ours nest 5 deep); integers are 64-bit; strings are UTF-8
 without lone surrogates; each free-text field has its own length limit in
 its schema.
+
+Text that is not Unicode (a lone surrogate, ``"\ud800"``, legal JSON syntax
+but no character) is refused with the whole message, never cleaned: nothing
+of a message is acted on unless all of it is text every later stage (the
+tokenizer, the store, the log) can encode, and a cleaned value (a DTMF key,
+an id) would be one the client never sent. msgspec refuses the escape
+itself; a ``str`` that already holds one (no WebSocket frame can: they are
+UTF-8) is refused here.
 """
 
 from __future__ import annotations
@@ -48,7 +57,14 @@ class _Envelope(msgspec.Struct):
     event_id: Any = None  # Realtime clients name their events; anything else is ignored here
 
 
-_ENVELOPE = msgspec.json.Decoder(_Envelope)
+class _EventEnvelope(msgspec.Struct):
+    """Twilio Media Streams' envelope: the type is named ``event``."""
+
+    event: str
+
+
+_ENVELOPES = {"type": msgspec.json.Decoder(_Envelope), "event": msgspec.json.Decoder(_EventEnvelope)}
+NOT_TEXT = "not JSON this server reads: a string holds a lone surrogate (\\ud800-\\udfff)"
 _DECODERS: dict[type, msgspec.json.Decoder] = {}
 _AT_PATH = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 
@@ -60,20 +76,25 @@ def quote(value: object, limit: int = MAX_QUOTE) -> str:
     return json.dumps(cut) + ("…" if len(text) > limit else "")
 
 
-def read_message(text: str, schemas: Mapping[str, type[msgspec.Struct]]) -> msgspec.Struct | Invalid:
-    """The message as the schema its ``type`` names, or why it cannot be acted on."""
+def read_message(text: str, schemas: Mapping[str, type[msgspec.Struct]], tag: str = "type") -> msgspec.Struct | Invalid:
+    """The message as the schema its ``tag`` field (``type``, or Twilio's ``event``) names,
+    or why it cannot be acted on. Never raises on what a client sent."""
     try:
-        head = _ENVELOPE.decode(text)
+        head = _ENVELOPES[tag].decode(text)
     except msgspec.ValidationError:
-        return Invalid("invalid_json", "a message is a JSON object with a string 'type'")
+        return Invalid("invalid_json", f"a message is a JSON object with a string '{tag}'")
     except msgspec.DecodeError as e:
         return Invalid("invalid_json", _not_json(e))
     except RecursionError:
         return Invalid("invalid_json", TOO_DEEP)
-    event_id = head.event_id if isinstance(head.event_id, str) and len(head.event_id) <= 64 else None
-    schema = schemas.get(head.type)
+    except UnicodeEncodeError:
+        return Invalid("invalid_json", NOT_TEXT)
+    kind = getattr(head, tag)
+    raw_id = getattr(head, "event_id", None)
+    event_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= 64 else None
+    schema = schemas.get(kind)
     if schema is None:
-        return Invalid("unknown_type", f"unknown message type {quote(head.type)}", "type", event_id)
+        return Invalid("unknown_type", f"unknown message type {quote(kind)}", tag, event_id)
     decoder = _DECODERS.get(schema)
     if decoder is None:
         decoder = _DECODERS[schema] = msgspec.json.Decoder(schema)
@@ -81,7 +102,7 @@ def read_message(text: str, schemas: Mapping[str, type[msgspec.Struct]]) -> msgs
         return decoder.decode(text)
     except msgspec.ValidationError as e:
         what, param = _where(str(e))
-        return Invalid("invalid_message", f"{head.type}: {what}" + (f" (at {param})" if param else ""), param, event_id)
+        return Invalid("invalid_message", f"{kind}: {what}" + (f" (at {param})" if param else ""), param, event_id)
     except RecursionError:  # an ignored field nested too deeply
         return Invalid("invalid_json", TOO_DEEP, None, event_id)
 

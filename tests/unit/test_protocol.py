@@ -518,12 +518,32 @@ def test_truncated_sends_nothing(started, text):
 
 
 def test_every_stage_that_can_fail_tells_the_client_what_it_means():
-    """Each ``_error("stage", ...)`` in the session has its sentence in FAILURES (else the generic one)."""
+    """Each ``_error("stage", ...)`` in the shell (the session and its stages) has its sentence in FAILURES
+    (else the generic one)."""
     import re
     from pathlib import Path
 
     from transport.protocol import FAILURES
 
-    source = (Path(__file__).resolve().parents[2] / "voice" / "shell" / "session.py").read_text()
+    shell = Path(__file__).resolve().parents[2] / "voice" / "shell"
+    source = "".join(path.read_text() for path in sorted(shell.rglob("*.py")))
     stages = set(re.findall(r'_error\("(\w+)"', source)) - {"internal"}
     assert stages and stages <= set(FAILURES), stages - set(FAILURES)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"type": "hello", "sample_rate": 16000, "session": "\\ud800"}',  # the escape: msgspec refuses it
+        '{"type": "hello", "sample_rate": 16000, "session": "\ud800"}',  # in the str itself (no frame is)
+    ],
+)
+def test_a_lone_surrogate_is_refused_by_both_dialects_never_passed_on(proto, text):
+    from transport.realtime import RealtimeProtocol
+
+    (sent,) = proto.receive_text(text)
+    assert json.loads(sent.message)["code"] == "invalid_json" and proto.configured is None
+    realtime = RealtimeProtocol("s" * 32, 24000)
+    update = text.replace('"hello", "sample_rate": 16000, "session"', '"session.update", "session": {"instructions"')
+    (error,) = realtime.receive_text(update + "}")
+    assert json.loads(error.message)["error"]["code"] == "invalid_json" and realtime.instructions is None

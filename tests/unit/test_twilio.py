@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 
 import numpy as np
+import pytest
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 
 from transport import g711
@@ -127,6 +129,49 @@ def test_bad_frames_are_dropped_never_raised():
     other = json.loads(json.dumps(START))
     other["start"]["mediaFormat"]["encoding"] = "audio/x-alaw"
     assert isinstance(TwilioProtocol("s", 24000).receive_text(json.dumps(other))[0], Close)
+
+
+MALFORMED = {
+    "not JSON": "not json",
+    "not an object": "[]",
+    "event not a string": '{"event": 3}',
+    "unknown event": '{"event": "nope"}',
+    "a field missing": '{"event": "media"}',
+    "start not an object": '{"event": "start", "start": []}',
+    "start's parameters not strings": '{"event": "start", "start": {"customParameters": {"From": 5}}}',
+    "media format not an object": '{"event": "start", "start": {"mediaFormat": "mulaw"}}',
+    "payload not base64": '{"event": "media", "media": {"payload": "%%"}}',
+    "payload not a string": '{"event": "media", "media": {"payload": 12}}',
+    "mark's name not a string": '{"event": "mark", "mark": {"name": 480}}',
+    "mark's name not ours": '{"event": "mark", "mark": {"name": "abc"}}',
+    "dtmf without a digit": '{"event": "dtmf", "dtmf": {}}',
+    "dtmf digit not a key": '{"event": "dtmf", "dtmf": {"digit": "x"}}',
+    "dtmf digit of two keys": '{"event": "dtmf", "dtmf": {"digit": "12"}}',
+    "dtmf digit a lone surrogate (escaped)": '{"event": "dtmf", "dtmf": {"digit": "\\ud800"}}',
+    "dtmf digit a lone surrogate (in the str)": '{"event": "dtmf", "dtmf": {"digit": "\ud800"}}',
+    "a parameter a lone surrogate": '{"event": "start", "start": {"customParameters": {"From": "\\udfff"}}}',
+    "nested deeply": '{"event": "dtmf", "dtmf": {"digit": "1", "x": ' + "[" * 5000 + "]" * 5000 + "}}",
+    "a stream id too long": '{"event": "mark", "streamSid": "' + "M" * 65 + '", "mark": {"name": "1"}}',
+}
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_each_malformed_message_is_dropped_with_one_line_and_nothing_goes_on(kind, caplog):
+    proto = started()
+    proto.audio(np.zeros(480, np.float32), 1)  # a mark of ours is pending
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="voice.server.twilio"):
+        assert proto.receive_text(MALFORMED[kind]) == []
+    assert proto.digits == []
+    (record,) = caplog.records
+    assert record.exc_info is None and "\n" not in record.getMessage()
+    assert record.getMessage().encode()  # what is logged is text
+
+
+def test_a_lone_surrogate_never_reaches_a_turn_before_the_call_starts_either():
+    proto = TwilioProtocol("s" * 32, 24000)
+    assert proto.receive_text('{"event": "start", "start": {"streamSid": "\\ud800"}}') == []
+    assert proto.configured is None and proto.stream_sid is None
 
 
 # -- a call over a real WebSocket ------------------------------------------------------------
