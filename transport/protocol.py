@@ -4,7 +4,7 @@
 for the connection to carry out, and the pipeline's events and reply audio
 into what the client is sent. It never reads a socket or a clock; the
 connection (``transport/ws_server.py``) does, and the OpenAI Realtime dialect
-(``transport/realtime.py``) produces the same actions from its own events.
+(``transport/realtime/``) produces the same actions from its own events.
 The wire format is documented in ``docs/protocol.md``.
 """
 
