@@ -1,4 +1,4 @@
-"""The engine-call log of scripts/trace_turns, on stand-in engines (the wiring only: what it
+"""The engine-call log of ``python -m voice.bench trace``, on stand-in engines (the wiring only: what it
 times on the real ones is the script's figure)."""
 
 from __future__ import annotations

@@ -48,8 +48,17 @@ def rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError("no VmRSS")
 
 
-def parser(module: str, doc: str | None, **kwargs) -> argparse.ArgumentParser:
-    """The options of benchmark ``module`` (its ``__name__``), shown as ``python -m voice.bench NAME``."""
-    kwargs.setdefault("description", doc)
-    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-    return argparse.ArgumentParser(prog=f"python -m voice.bench {module.rsplit('.', 1)[-1]}", **kwargs)
+def parser(module: str, **kwargs) -> argparse.ArgumentParser:
+    """The options of the benchmark in ``module`` (its ``__name__``; a package's is its ``run`` module),
+    shown as ``python -m voice.bench NAME``; ``kwargs`` go to :class:`argparse.ArgumentParser`."""
+    name = module.removeprefix("voice.bench.").removesuffix(".run")
+    return argparse.ArgumentParser(prog=f"python -m voice.bench {name}", **kwargs)
+
+
+def nearest_rank(values: list[float | None], q: float) -> float | None:
+    """The ``q`` quantile of ``values`` by nearest rank, rounded to 0.1, None values skipped; None if empty.
+
+    What the fuzz report's figures have always used (voice/app/latency.percentile interpolates instead).
+    """
+    kept = sorted(v for v in values if v is not None)
+    return round(kept[min(len(kept) - 1, int(q * len(kept)))], 1) if kept else None

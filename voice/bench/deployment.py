@@ -1,4 +1,4 @@
-"""The deployment of deploy/ on loopback, for its tests and scripts/bench_scale: voice workers
+"""The deployment of deploy/ on loopback, for its tests and python -m voice.bench scale: voice workers
 (`python -m voice.run --serve` processes) and the HAProxy front door started with
 deploy/haproxy.cfg as shipped, its addresses given through the environment."""
 

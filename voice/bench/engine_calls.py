@@ -1,4 +1,4 @@
-"""Every engine call of a process, timed: what ran beside what at a pause (scripts/trace_turns).
+"""Every engine call of a process, timed: what ran beside what at a pause (python -m voice.bench trace).
 
 :func:`timed` wraps the engines' entry points in place (instance attributes: the
 pipeline's code does not change) and returns the :class:`CallLog` they write to.

@@ -1,6 +1,6 @@
 """Replaying labelled fixtures and measuring barge-in behaviour.
 
-Shared by the tests and ``scripts/bench_bargein``: one place that says what
+Shared by the tests and ``python -m voice.bench bargein``: one place that says what
 "reaction time" and "truncation error" mean.
 
 - reaction time: from the labelled onset of the interrupting speech to the

@@ -1,4 +1,4 @@
-"""Virtual audio devices for the desk tests and scripts/bench_local.
+"""Virtual audio devices for the desk tests and python -m voice.bench local.
 
 :func:`start_pulse` starts a private PulseAudio server: a null sink `spk` is the
 speaker (record it from `spk.monitor`), a remap source `virtmic` the microphone

@@ -4,7 +4,7 @@ What a voice pipeline does without streaming: wait for the endpoint, run the
 ASR on the whole utterance, wait for the LLM's whole reply, synthesize all of
 it, then play. :func:`sequential_turns` runs exactly that on a recording with
 the engines of a real session (the same VAD and endpointing, the same Whisper,
-vLLM engine and piper voice), so ``scripts/bench`` can compare the streaming
+vLLM engine and piper voice), so ``python -m voice.bench pipeline`` can compare the streaming
 pipeline with it turn by turn, in the same run.
 
 Times are wall-clock seconds for the engine stages; the endpoint delay is the

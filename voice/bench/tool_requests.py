@@ -1,4 +1,4 @@
-"""The spoken requests of the tool benchmarks (``scripts/bench_tools``, ``scripts/bench_tool_turns``):
+"""The spoken requests of the tool benchmarks (``python -m voice.bench tools``, ``python -m voice.bench tool_turns``):
 what the person says, the built-in tool it needs (None: none), and what the call's arguments
 must mean to be right. Written for these benchmarks."""
 

@@ -1,6 +1,6 @@
 """When the person's turn ends, on the real pipeline: endpoint delay and cut-offs (issue 15).
 
-Shared by ``tests/integration/test_turn_detector.py`` and ``scripts/bench_endpoint``:
+Shared by ``tests/integration/test_turn_detector.py`` and ``python -m voice.bench endpoint``:
 one place that says what the figures mean.
 
 - endpoint delay: the endpoint's time minus where the VAD heard the speech

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Tool calls in the voice loop, in real time: which tools run, and how long the person waits.
 
-    scripts/bench_tool_turns [--out DIR] [--slow-s S]     (default: out/bench-tool-turns, 1.5)
+    python -m voice.bench tool_turns [--out DIR] [--slow-s S]     (default: out/bench-tool-turns, 1.5)
 
-Each request of ``voice/bench/tool_requests.py`` (the ones ``scripts/bench_tools`` sends
+Each request of ``voice/bench/tool_requests.py`` (the ones ``python -m voice.bench tools`` sends
 to the model alone) is spoken by piper and replayed in real time through a whole session
 (Silero, Whisper, Smart Turn, the embedded Qwen2.5-Coder-0.5B, piper) with the built-in
 tools, one session per request. Then the time requests again, with ``get_current_time``
@@ -25,26 +24,21 @@ DIR/bench_tool_turns.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from transport.replay import replay  # noqa: E402
-from voice.bench.tool_requests import REQUESTS  # noqa: E402
-from voice.core.audio import ASR_RATE  # noqa: E402
-from voice.core.events import (  # noqa: E402
+from transport.replay import replay
+from voice.bench.common import ROOT, parser
+from voice.bench.tool_requests import REQUESTS
+from voice.core.audio import ASR_RATE
+from voice.core.events import (
     Event,
     PlaybackStart,
     ResponseContinued,
@@ -53,10 +47,10 @@ from voice.core.events import (  # noqa: E402
     ToolCallStart,
     TtsChunk,
 )
-from voice.shell.clock import MonotonicClock  # noqa: E402
-from voice.shell.engines import EngineConfig, load_engines  # noqa: E402
-from voice.shell.session import Session, SessionConfig  # noqa: E402
-from voice.tools import ToolContext, Tools, builtin, load_tools  # noqa: E402
+from voice.shell.clock import MonotonicClock
+from voice.shell.engines import EngineConfig, load_engines
+from voice.shell.session import Session, SessionConfig
+from voice.tools import ToolContext, Tools, builtin, load_tools
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -189,11 +183,11 @@ async def run(slow_s: float) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-tool-turns")
     ap.add_argument("--slow-s", type=float, default=1.5, help="extra seconds the slow time tool takes")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     result = asyncio.run(run(args.slow_s))
     s, slow = result["summary"], result["slow_time_tool"]
     print(f"\n{MODEL}, real time, {s['requests']} spoken requests (cold start {result['cold_start_s']} s)\n")
@@ -212,7 +206,3 @@ def main() -> None:
     path = args.out / "bench_tool_turns.json"
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"\nwrote {path}")
-
-
-if __name__ == "__main__":
-    main()

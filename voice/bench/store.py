@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The conversation store off the event loop: finalization to commit, and what the caller pays.
 
-    scripts/bench_store [--out DIR] [--turns N] [--gap-ms MS] [--dir DIR]   (default: docs/bench, 300, 10, out/)
+    python -m voice.bench store [--out DIR] [--turns N] [--gap-ms MS] [--dir DIR]   (default: docs/bench, 300, 10, out/)
 
 A session's history gets N finalized turns, one every MS milliseconds (a
 conversation is far slower: each write is on its own), on a fresh WAL
@@ -25,8 +24,6 @@ the whole window. Prints a Markdown table and writes DIR/store.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import json
 import os
@@ -39,11 +36,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from voice.app.store import ConversationStore, open_history  # noqa: E402
-from voice.core.history import History, Turn  # noqa: E402
+from voice.app.store import ConversationStore, open_history
+from voice.bench.common import ROOT, parser
+from voice.core.history import History, Turn
 
 LOCK_S = 0.5  # the other process holds the write lock this long, then lets go as long
 
@@ -170,13 +165,13 @@ def row(case: str, windows: list[float] | None, caller: list[float]) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--gap-ms", type=float, default=10.0, help="between two turns")
     ap.add_argument("--dir", type=Path, default=ROOT / "out", help="where the databases are made (on this disk)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     n, gap = args.turns, args.gap_ms / 1000
     args.dir.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
@@ -217,7 +212,7 @@ def main() -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
-        "what": "scripts/bench_store: History.add -> TurnRecorder -> the store's writer thread -> COMMIT",
+        "what": "python -m voice.bench store: History.add -> TurnRecorder -> the store's writer thread -> COMMIT",
         "database": f"SQLite {sqlite3.sqlite_version}, WAL, a fresh file on this machine's disk",
         "turn_gap_ms": args.gap_ms,
         "machine": f"{os.cpu_count()}-core CPU",
@@ -227,7 +222,3 @@ def main() -> None:
     }
     (args.out / "store.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(f"\nwrote {args.out / 'store.json'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Tool calls from spoken requests: does the model call the right tool, with the right arguments?
 
-    scripts/bench_tools [--model NAME] [--out DIR]      (default: qwen2.5-coder-0.5b, out/bench-tools)
+    python -m voice.bench tools [--model NAME] [--out DIR]      (default: qwen2.5-coder-0.5b, out/bench-tools)
 
 Each request of :data:`REQUESTS` (written for this benchmark: some need one of the
 built-in tools, some need none) is spoken by piper, transcribed by Whisper base as
@@ -14,34 +13,29 @@ Scores: call precision (calls made that name the tool the request needs), call r
 whose arguments fit and mean what was asked), and the time to the call's first piece
 and to the whole call. Prints a Markdown table and writes DIR/bench_tools.json. The
 model is asked as the session asks it (the session's system prompt with tools, no
-repetition penalty). Tools in the whole voice loop, in real time: scripts/bench_tool_turns.
+repetition penalty). Tools in the whole voice loop, in real time: python -m voice.bench tool_turns.
 """
 
 from __future__ import annotations
-
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
 
 import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from llm.base import GenerationConfig  # noqa: E402
-from voice.bench.tool_requests import REQUESTS  # noqa: E402
-from voice.core.audio import ASR_RATE  # noqa: E402
-from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream  # noqa: E402
-from voice.shell import models  # noqa: E402
-from voice.shell.session import SessionConfig  # noqa: E402
-from voice.tools import load_tools  # noqa: E402
+from llm.base import GenerationConfig
+from voice.bench.common import ROOT, parser
+from voice.bench.tool_requests import REQUESTS
+from voice.core.audio import ASR_RATE
+from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
+from voice.shell import models
+from voice.shell.session import SessionConfig
+from voice.tools import load_tools
 
 # The session's system prompt with tools: its default, then SessionConfig.tools_prompt.
 SYSTEM = f"{SessionConfig.system_prompt} {SessionConfig.tools_prompt}"
@@ -121,19 +115,25 @@ async def run(model: str, system: str) -> dict[str, Any]:
     finally:
         await engine.close()
     summary = score(rows)
-    return {"model": model, "system": system, "cold_start_s": round(cold_start_s, 1), "summary": summary, "requests": rows}
+    return {
+        "model": model,
+        "system": system,
+        "cold_start_s": round(cold_start_s, 1),
+        "summary": summary,
+        "requests": rows,
+    }
 
 
 def _call_json(call: ToolCall, valid: bool, right: bool, why: str | None) -> dict[str, Any]:
     return {"name": call.name, "arguments": call.arguments, "valid": valid, "arguments_right": right, "refused": why}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", choices=sorted(models.TOOL_PARSERS))
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-tools")
     ap.add_argument("--system-prompt", default=SYSTEM)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     result = asyncio.run(run(args.model, args.system_prompt))
     s = result["summary"]
     print(f"\n{args.model}: {s['requests']} spoken requests, {s['needing_a_tool']} needing a tool "
@@ -149,7 +149,3 @@ def main() -> None:
     path = args.out / "bench_tools.json"
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"\nwrote {path}")
-
-
-if __name__ == "__main__":
-    main()

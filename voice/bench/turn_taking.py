@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Turn-taking over the issue-15 fixtures, now against before, on the real engines, on virtual time.
 
-    scripts/bench_turn_taking [--out DIR] [--fixtures DIR]     (default: docs/bench, a fresh build)
+    python -m voice.bench turn_taking [--out DIR] [--fixtures DIR]     (default: docs/bench, a fresh build)
                               [--kinds finished pause interrupt] [--pipelines now before]
 
 Builds the fixtures (scripts/make_turn_fixtures) unless given, loads the
@@ -10,7 +9,7 @@ engines once, and replays them through two pipelines on the same engines:
 the linear echo canceller) and ``before`` (silence ends the turn after 500
 ms, no speculation, the ASR on AEC3's output). Virtual time makes the
 endpoint delay the decision alone (Smart Turn's own 70-100 ms a call is not
-in it; ``scripts/bench_endpoint --real-time`` and ``scripts/bench`` have it).
+in it; ``python -m voice.bench endpoint --real-time`` and ``python -m voice.bench pipeline`` have it).
 
 - endpoint delay (end of speech to the endpoint) on the 8 finished sentences,
   p50 and max, and how many waits ran to the maximum (2 s);
@@ -27,32 +26,27 @@ Prints Markdown tables and writes DIR/turn_taking.json with every run.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
-import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+from transport.files import load_audio
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, parser
+from voice.bench.evaluate import run_fixture
+from voice.bench.fixtures import ECHO_DB, PAUSES_S, load_manifest
+from voice.bench.interruptions import InterruptionRun, path_config
+from voice.bench.speculation import SpeculationFigures, speculation_figures
+from voice.bench.turns import BEFORE_ISSUE_15, run_turns
+from voice.shell.engines import EngineConfig, load_engines
+from voice.shell.session import SessionConfig
 
-from transport.files import load_audio  # noqa: E402
-from voice.app.latency import percentile  # noqa: E402
-from voice.bench.fixtures import ECHO_DB, PAUSES_S, load_manifest  # noqa: E402
-from voice.bench.interruptions import InterruptionRun, path_config  # noqa: E402
-from voice.bench.speculation import SpeculationFigures, speculation_figures  # noqa: E402
-from voice.bench.turns import BEFORE_ISSUE_15, run_turns  # noqa: E402
-from voice.bench.evaluate import run_fixture  # noqa: E402
-from voice.shell.engines import EngineConfig, load_engines  # noqa: E402
-from voice.shell.session import SessionConfig  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 NOW = SessionConfig()
 BEFORE = BEFORE_ISSUE_15
@@ -126,13 +120,13 @@ def summarize(runs: list[dict], pipelines: list[str]) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--fixtures", type=Path, help="a folder made by scripts/make_turn_fixtures (default: build one)")
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="which fixtures (default: all)")
     ap.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.fixtures or Path(tmp)
         if args.fixtures is None:
@@ -158,7 +152,3 @@ def main() -> None:
     out = args.out / "turn_taking.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"saved {out}")
-
-
-if __name__ == "__main__":
-    main()

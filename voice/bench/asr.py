@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Whisper's final pass: the full 30 s window against the short window.
 
-    scripts/bench_asr [--out DIR] [--repeats N]        (default: out/bench-asr, 3)
+    python -m voice.bench asr [--out DIR] [--repeats N]        (default: out/bench-asr, 3)
 
 For every shared recording (each on its own, as one utterance), times
 :meth:`asr.whisper.WhisperRecognizer.recognize` with ``pad_s=None`` (every
@@ -15,30 +14,26 @@ load. Prints a Markdown table and writes DIR/bench_asr.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from asr.whisper import WhisperRecognizer  # noqa: E402
-from voice.shell import models  # noqa: E402
-from transport.files import load_audio  # noqa: E402
-from voice.bench.scoring import word_error_rate  # noqa: E402
+from asr.whisper import WhisperRecognizer
+from transport.files import load_audio
+from voice.bench.common import ROOT, parser
+from voice.bench.scoring import word_error_rate
+from voice.shell import models
 
 SHARED = ROOT.parent / "shared" / "fixtures"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-asr")
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     manifest = SHARED / "manifest.tsv"
     if not manifest.exists():
         manifest = ROOT / "tests" / "fixtures" / "manifest.tsv"
@@ -92,7 +87,3 @@ def main() -> None:
             f"({s['speedup_mean']:.1f}x), mean WER {s['full_window_mean_wer']:.3f} -> {s['short_window_mean_wer']:.3f}"
         )
     print(f"\nwrote {args.out / 'bench_asr.json'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """What piper keeps of the memory its longest sentence needed, with our arena and with piper's own.
 
-    scripts/bench_tts_memory [--out DIR] [--rounds 2]
+    python -m voice.bench tts_memory [--out DIR] [--rounds 2]
 
 For each way of running the voice, in a fresh process (RSS is the process's)
 with the server's heap settings (voice/shell/heap.py):
@@ -20,19 +19,17 @@ first sentence, and the time to speak them all and the 40 short ones (the ratio 
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from voice.bench.common import ROOT, parser, rss_mb
+
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1"}
 
 MODES = ("arena", "piper")
 
@@ -45,13 +42,6 @@ def sentences() -> list[str]:
     words = " ".join(t.rstrip(".").replace(",", "") for t in transcripts).split()
     growing = [" ".join(words[: 4 + k]) + "." for k in range(31)]
     return [*(short * 5), *growing, *(short * 5)]
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def probe(mode: str) -> dict:
@@ -93,19 +83,21 @@ def probe(mode: str) -> dict:
             "short_took_s": round(sum(took[:20] + took[-20:]), 2), "sentence_took_s": took}  # fmt: skip
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--probe", choices=MODES, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.probe:
         print(json.dumps(probe(args.probe)))
         return
     runs: list[dict] = []
     for r in range(args.rounds):
         for mode in MODES if r % 2 == 0 else MODES[::-1]:
-            out = subprocess.run([sys.executable, __file__, "--probe", mode], capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, "-m", "voice.bench", "tts_memory", "--probe", mode], capture_output=True, text=True
+            )
             if out.returncode:
                 sys.exit(out.stderr[-3000:])
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -141,7 +133,3 @@ def main() -> None:
     path = args.out / "tts_memory.json"
     path.write_text(json.dumps({"sentences": n, "summary": summary, "runs": runs}, indent=1) + "\n")
     print(f"\nsaved {path}")
-
-
-if __name__ == "__main__":
-    main()

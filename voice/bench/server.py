@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The WebSocket server measured from its clients, on the real engines, in real time.
 
-    scripts/bench_server [--out DIR] [--sessions 1,2,4]     (default: out/bench-server)
+    python -m voice.bench server [--out DIR] [--sessions 1,2,4]     (default: out/bench-server)
 
 One process: the engines are loaded once (cold start reported apart), the
 server listens on loopback, and `transport.client.talk` clients speak the
@@ -22,24 +21,18 @@ Prints Markdown tables and writes DIR/server.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import asyncio
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TQDM_DISABLE", "1")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, parser
 
-from voice.app.latency import percentile  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
 
 RECORDINGS = ["aew_a0003", "axb_a0004", "LJ001-0002", "LJ001-0005"]
 
@@ -68,20 +61,20 @@ def client_v2v(result) -> float | None:
     return v2v([e["end"] for e in result.of("speech_end")], result.reply, result.output_rate)
 
 
-async def main() -> None:
+async def _main(argv: list[str] | None) -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-server")
     ap.add_argument("--sessions", default="1,2,4")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from tests.conftest import recordings
     from transport.client import talk
+    from transport.files import load_audio
     from transport.replay import replay
     from transport.ws_server import ServerConfig, VoiceServer
-    from transport.files import load_audio
+    from voice.bench.common import recordings
     from voice.core.events import Event, SpeechEnd
     from voice.shell.clock import MonotonicClock
     from voice.shell.engines import EngineConfig, load_engines
@@ -173,5 +166,5 @@ async def main() -> None:
     print(f"\nwrote {args.out}/server.json")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

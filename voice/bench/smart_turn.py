@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Smart Turn v3.2 on this CPU: the cost of a call, and what it says as a pause grows.
 
-    scripts/bench_turn [--out DIR] [--calls N] [--threads 1 2] [--models float32 int8]
+    python -m voice.bench smart_turn [--out DIR] [--calls N] [--threads 1 2] [--models float32 int8]
                        (default: out/bench-turn, 50, 1 2, both)
 
 Models: ``float32``, what the pipeline runs (made at set-up from the int8
@@ -27,7 +26,7 @@ Prints Markdown tables and writes DIR/bench_turn.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
+from voice.bench.common import ROOT, parser
 
 # isort: split
 
@@ -35,21 +34,16 @@ import argparse
 import datetime
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import onnxruntime  # noqa: E402
-
-from asr.smart_turn import SmartTurn, load_session, log_mel  # noqa: E402
-from transport.files import load_audio  # noqa: E402
-from voice.core.audio import ASR_RATE  # noqa: E402
-from voice.shell import models  # noqa: E402
+from asr.smart_turn import SmartTurn, load_session, log_mel
+from transport.files import load_audio
+from voice.core.audio import ASR_RATE
+from voice.shell import models
 
 FIXTURES = ROOT / "tests" / "fixtures"
 SILENCES = (0.1, 0.2, 0.3, 0.5, 0.8, 1.1, 1.5, 2.0)
@@ -121,13 +115,13 @@ def vnni() -> bool | None:
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-turn")
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     paths = {m: MODELS[m]() for m in args.models}
     rows = cost(paths, args.calls, args.threads)
     sweeps = {m: silence(SmartTurn(path)) for m, path in paths.items()}
@@ -168,7 +162,3 @@ def main() -> None:
         for key, what in (("finished_read_finished", "finished"), ("cuts_read_finished", "cut mid-sentence")):
             print(f"| {m} | {what} | " + " | ".join(summary[m][str(s)][key] for s in SILENCES) + " |")
     print(f"\nwrote {args.out / 'bench_turn.json'}")
-
-
-if __name__ == "__main__":
-    main()

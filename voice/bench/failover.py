@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """LLM pool failover: how long a reply stalls when its vLLM server dies.
 
-    scripts/bench_failover [--out DIR] [--kills N] [--dtype D]     (default: docs/bench, 5, bfloat16)
+    python -m voice.bench failover [--out DIR] [--kills N] [--dtype D]     (default: docs/bench, 5, bfloat16)
 
 Starts one real vLLM server and a pool of two replicas: a TCP proxy in front
 of the server and the server itself. Each reply starts on the proxy, which
@@ -21,29 +20,25 @@ DIR/failover.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import asyncio
 import itertools
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+from llm.base import approx_tokens
+from llm.openai_http import OpenAIChatClient
+from llm.pool import LLMPool
+from voice.bench.common import ROOT, free_port, parser
+from voice.bench.vllm_server import TCPProxy, launch_vllm_server, stop_server
+from voice.shell.models import llm_model_path
 
-from llm.base import approx_tokens  # noqa: E402
-from llm.openai_http import OpenAIChatClient  # noqa: E402
-from llm.pool import LLMPool  # noqa: E402
-from tests.integration.servers import TCPProxy, free_port, launch_vllm_server, stop_server  # noqa: E402
-from voice.shell.models import llm_model_path  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 QUESTION = {"role": "user", "content": "Tell me a long story about a dragon and a knight."}
 TOPICS = ["the sea", "bread", "trains", "owls", "the moon", "chess", "rivers", "bees", "glass", "snow", "maps"]
@@ -151,12 +146,12 @@ async def bench_server(dtype: str, prefix_caching: bool, kills: int) -> list[dic
     return rows
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--kills", type=int, default=5, help="replies killed per prompt and server")
     ap.add_argument("--dtype", default="bfloat16")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     load_before = os.getloadavg()
     rows = []
     for prefix_caching in (True, False):
@@ -173,7 +168,8 @@ async def main() -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
-        "what": "scripts/bench_failover: one vLLM server; replicas: a TCP proxy killed mid-reply, and the server",
+        "what": "python -m voice.bench failover: one vLLM server; replicas: a TCP proxy killed mid-reply, "
+        "and the server",
         "model": "smollm2-135m",
         "dtype": args.dtype,
         "machine": f"{os.cpu_count()}-core CPU",
@@ -185,5 +181,5 @@ async def main() -> None:
     print(f"\nwrote {args.out / 'failover.json'}")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

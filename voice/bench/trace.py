@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Where a turn's time goes in real time: every engine call at the pause, beside its time alone.
 
-    scripts/trace_turns [--reps N] [--out DIR] [--timelines] [RECORDING ...]
+    python -m voice.bench trace [--reps N] [--out DIR] [--timelines] [RECORDING ...]
 
 Replays one-sentence recordings (default: the 8 finished sentences of
 ``voice/bench/turns.py``, from ../shared/fixtures/speech) in real time
@@ -23,11 +22,10 @@ DIR/trace.json; ``--timelines`` also prints each replay's calls and events.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
+from voice.bench.common import ROOT, parser
 
 # isort: split
 
-import argparse
 import asyncio
 import datetime
 import itertools
@@ -40,20 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TQDM_DISABLE", "1")
+from transport.files import load_audio
+from transport.replay import replay
+from voice.bench.engine_calls import FIRST_TOKENS, Call, CallLog, run_alone, timed
+from voice.bench.turns import BEFORE_ISSUE_15, FINISHED
+from voice.core.events import Event, PlaybackStart, SpeechEnd
+from voice.shell.clock import MonotonicClock
+from voice.shell.engines import EngineConfig, Engines, load_engines
+from voice.shell.session import Session, SessionConfig
 
-from transport.files import load_audio  # noqa: E402
-from transport.replay import replay  # noqa: E402
-from voice.bench.engine_calls import FIRST_TOKENS, Call, CallLog, run_alone, timed  # noqa: E402
-from voice.bench.turns import BEFORE_ISSUE_15, FINISHED  # noqa: E402
-from voice.core.events import Event, PlaybackStart, SpeechEnd  # noqa: E402
-from voice.shell.clock import MonotonicClock  # noqa: E402
-from voice.shell.engines import EngineConfig, Engines, load_engines  # noqa: E402
-from voice.shell.session import Session, SessionConfig  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
 
 PIPELINES = {"now": SessionConfig(), "before": BEFORE_ISSUE_15}
 KINDS = ("partial", "final", "smart_turn", "reading", "llm", "tts")
@@ -192,13 +187,13 @@ def find_recordings(args: list[str]) -> list[Path]:
     return [shared / f"{name}.wav" for name in FINISHED if (shared / f"{name}.wav").is_file()]
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__.split("\n\n")[0])
     ap.add_argument("recordings", nargs="*", help="one-sentence recordings (default: the shared ones)")
     ap.add_argument("--reps", type=int, default=1, help="replays of each recording by each pipeline")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "trace-turns")
     ap.add_argument("--timelines", action="store_true", help="print each replay's calls and events")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     paths = find_recordings(args.recordings)
     if not paths:
         sys.exit("trace_turns: no recordings (give some, or provide ../shared/fixtures/speech)")
@@ -243,5 +238,5 @@ async def main() -> None:
     print(f"\nwrote {args.out / 'trace.json'}")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

@@ -1,33 +1,27 @@
-#!/usr/bin/env python3
 """What the phone costs the words: Whisper's final pass on the shared recordings as they arrive
 at 16 kHz PCM (our protocol) and as they arrive over a phone line through Twilio (downsampled to
 8 kHz, mu-law encoded and decoded with transport/g711.py, upsampled to 16 kHz again, as the
 server does), in one run.
 
-    scripts/bench_telephony [--out DIR] [--model base]       (default: docs/bench, base)
+    python -m voice.bench telephony [--out DIR] [--model base]       (default: docs/bench, base)
 
 Prints a Markdown table and writes DIR/telephony.json.
 """
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
-import argparse
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import soxr
 
-import soxr  # noqa: E402
-
-from asr.whisper import WhisperRecognizer  # noqa: E402
-from transport import g711  # noqa: E402
-from transport.files import load_audio  # noqa: E402
-from voice.bench.scoring import word_error_rate  # noqa: E402
-from voice.shell import models  # noqa: E402
+from asr.whisper import WhisperRecognizer
+from transport import g711
+from transport.files import load_audio
+from voice.bench.common import ROOT, parser
+from voice.bench.scoring import word_error_rate
+from voice.shell import models
 
 SHARED = ROOT.parent / "shared" / "fixtures"
 
@@ -38,11 +32,11 @@ def over_the_phone(audio_16k, law: g711.Law = "ulaw"):
     return soxr.resample(heard, 8000, 16000).astype("float32")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__name__, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--model", default="base")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     manifest = SHARED / "manifest.tsv"
     if not manifest.exists():
         manifest = ROOT / "tests" / "fixtures" / "manifest.tsv"
@@ -87,7 +81,3 @@ def main() -> None:
         f"{summary['alaw8k_wer']:.3f} |"
     )
     print(f"\nwrote {args.out}/telephony.json")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Latency, against a sequential baseline, in real time, on the real engines.
 
-    scripts/bench [--out DIR] [--quick] [RECORDING_OR_FOLDER ...]
+    python -m voice.bench pipeline [--out DIR] [--quick] [RECORDING_OR_FOLDER ...]
 
 One process, one set of engines (the cold start is timed on its own). Over
 the recordings (default: every speech recording in ../shared/fixtures, else
@@ -40,8 +39,6 @@ DIR/growth.png and DIR/sessions.png, and prints Markdown tables.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import asyncio
 import json
@@ -51,14 +48,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-T_PROCESS = time.monotonic()
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TQDM_DISABLE", "1")
+from voice.app.latency import STAGES, percentile
+from voice.bench.common import ROOT, parser, rss_mb
 
-from voice.app.latency import STAGES, percentile  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
+
+T_PROCESS = time.monotonic()  # the cold start counts from here
 
 LATE_LIMIT_S = 0.1
 
@@ -75,15 +71,12 @@ def find_recordings(args: list[str]) -> list[Path]:
 
 
 def dist(values: list[float]) -> dict[str, float | None]:
-    return {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95), "p99": percentile(values, 0.99), "max": percentile(values, 1.0)}
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return {
+        "p50": percentile(values, 0.5),
+        "p95": percentile(values, 0.95),
+        "p99": percentile(values, 0.99),
+        "max": percentile(values, 1.0),
+    }
 
 
 def ms(v: float | None) -> str:
@@ -92,9 +85,9 @@ def ms(v: float | None) -> str:
 
 async def streaming_run(engines, audio, config, settle=False) -> tuple[list[dict], Any]:
     from transport.replay import replay
-    from voice.shell.clock import MonotonicClock
     from voice.app.latency import turn_latencies
     from voice.core.events import Event
+    from voice.shell.clock import MonotonicClock
     from voice.shell.session import Session
 
     events: list[Event] = []
@@ -106,22 +99,22 @@ async def streaming_run(engines, audio, config, settle=False) -> tuple[list[dict
     return [t.to_json() for t in turn_latencies(events)], result
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recordings", nargs="*")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--turns", type=int, default=20, help="length of the growth conversation")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    from transport.replay import replay_turns
     from transport.files import load_audio
-    from voice.shell.clock import MonotonicClock
-    from voice.shell.engines import EngineConfig, load_engines
+    from transport.replay import replay_turns
     from voice.app.latency import turn_latencies
     from voice.bench.sequential import sequential_turns, utterances
     from voice.bench.turns import BEFORE_ISSUE_15
     from voice.core.events import Event
+    from voice.shell.clock import MonotonicClock
+    from voice.shell.engines import EngineConfig, load_engines
     from voice.shell.session import Session, SessionConfig
 
     recs = find_recordings(args.recordings)
@@ -457,5 +450,5 @@ def plots(out: Path, paired, ours_1, base_1, before_1, growth, session_rows, bef
     plt.close(fig)
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

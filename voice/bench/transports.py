@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Voice-to-voice over each transport, against /ws, for the same recordings in one run.
 
-    scripts/bench_transports [--out DIR] [--rounds 1]        (default: docs/bench)
+    python -m voice.bench transports [--out DIR] [--rounds 1]        (default: docs/bench)
 
 One server (the embedded default engines, in this process) and, for each single-utterance
 shared recording, three clients in turn, each saying it in real time on loopback:
@@ -22,34 +21,27 @@ Prints a Markdown table and writes DIR/transports.json. The engines' cold start 
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
-import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import soxr
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+from transport.client import talk
+from transport.files import load_audio
+from transport.ws_server import ServerConfig, VoiceServer
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, Recording, parser, recordings
+from voice.bench.twilio_caller import call
+from voice.bench.webrtc_client import webrtc_call
+from voice.core.call import CallConfig
+from voice.shell.engines import EngineConfig, load_engines
 
-import soxr  # noqa: E402
-
-from tests.conftest import Recording, recordings  # noqa: E402
-from tests.twilio_caller import call  # noqa: E402
-from tests.webrtc_client import webrtc_call  # noqa: E402
-from transport.client import talk  # noqa: E402
-from transport.files import load_audio  # noqa: E402
-from transport.ws_server import ServerConfig, VoiceServer  # noqa: E402
-from voice.app.latency import percentile  # noqa: E402
-from voice.core.call import CallConfig  # noqa: E402
-from voice.shell.engines import EngineConfig, load_engines  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 TRANSPORTS = ("ws", "twilio", "webrtc")
 
@@ -95,11 +87,11 @@ def dist(values: list[float]) -> dict[str, float | None]:
     return {"n": len(values), "p50": percentile(values, 0.5), "p95": percentile(values, 0.95)}
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--rounds", type=int, default=1, help="times each recording is said over each transport")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     recs = [r for r in shared_recordings() if "jfk" not in r.path.name]  # one utterance each (JFK pauses: 4 turns)
     t0 = time.monotonic()
     engines = await asyncio.to_thread(load_engines, EngineConfig())
@@ -155,5 +147,5 @@ async def main() -> None:
     print(f"cold start (engines): {cold_start_s} s\nwrote {args.out}/transports.json")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Beyond one machine, measured on this one: workers behind the front door, affinity, resume.
 
-    scripts/bench_scale [--out DIR] [--workers 1,2,3] [--levels 1,2,4,6,8] [--turns 12]
+    python -m voice.bench scale [--out DIR] [--workers 1,2,3] [--levels 1,2,4,6,8] [--turns 12]
 
 1. Sessions held in real time by 1, 2 and 3 workers behind HAProxy (deploy/haproxy.cfg as
    shipped), sharing one vLLM server and one PostgreSQL database (Debian's, started on a
@@ -27,9 +26,6 @@ apart.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
-import argparse
 import asyncio
 import itertools
 import json
@@ -40,23 +36,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+from websockets.asyncio.client import connect
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+from llm.pool import LLMPool
+from transport.client import talk
+from transport.files import load_audio
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, free_port, parser, recordings
+from voice.bench.deployment import FrontDoor, Worker, worker_args
+from voice.bench.postgres import PostgresServer
+from voice.bench.vllm_server import launch_vllm_server, stop_server
+from voice.shell.models import llm_model_path
 
-from websockets.asyncio.client import connect  # noqa: E402
-
-from llm.pool import LLMPool  # noqa: E402
-from tests.conftest import recordings  # noqa: E402
-from tests.integration.servers import launch_vllm_server, stop_server  # noqa: E402
-from transport.client import talk  # noqa: E402
-from transport.files import load_audio  # noqa: E402
-from voice.app.latency import percentile  # noqa: E402
-from voice.bench.deployment import FrontDoor, Worker, free_port, worker_args  # noqa: E402
-from voice.bench.postgres import PostgresServer  # noqa: E402
-from voice.shell.models import llm_model_path  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 RECORDING = "cmu_arctic_us_aew_a0003"
 QUESTIONS = [
@@ -275,14 +268,14 @@ async def resume_times(work: Path, pg_url: str, llm_url: str, runs: int) -> dict
     }
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench")
     ap.add_argument("--workers", default="1,2,3", help="worker counts to try")
     ap.add_argument("--levels", default="1,2,4,6,8", help="sessions at once to try, in order")
     ap.add_argument("--turns", type=int, default=12)
     ap.add_argument("--resumes", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     counts = [int(x) for x in args.workers.split(",")]
     levels = [int(x) for x in args.levels.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -358,5 +351,5 @@ def report(r: dict) -> None:
     )
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The server's memory over many sessions, for each way of handing freed memory back (voice/shell/heap.py).
 
-    scripts/bench_session_memory [--out DIR] [--cycles 1000] [--rounds 4] [--strategies none,trim,...]
+    python -m voice.bench session_memory [--out DIR] [--cycles 1000] [--rounds 4] [--strategies none,trim,...]
 
 For each strategy, a fresh server (`python -m voice.run --serve`, the real
 engines, in a subprocess; the strategy is given by its environment:
@@ -31,8 +30,6 @@ env-mmap (MALLOC_ARENA_MAX=2, MALLOC_MMAP_THRESHOLD_=131072 from the start).
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import argparse
 import asyncio
 import base64
@@ -46,13 +43,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, free_port, parser, rss_mb
 
-from voice.app.latency import percentile  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1"}
 
 STRATEGIES: dict[str, dict[str, str]] = {
     "none": {"VOICE_HEAP": "none"},
@@ -72,21 +69,6 @@ QUIET_S = 4.0  # a conversation is over after this long without an event (the fi
 def recording() -> Path:
     shared = ROOT.parent / "shared" / "fixtures" / "speech" / RECORDING
     return shared if shared.exists() else ROOT / "tests" / "fixtures" / RECORDING
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmRSS")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def v2v(result) -> float | None:
@@ -130,7 +112,7 @@ class Server:
         raise RuntimeError(f"the server did not come up in {timeout_s:.0f} s")
 
     def rss_mb(self) -> float:
-        return rss_mb(self.proc.pid)
+        return round(rss_mb(self.proc.pid), 1)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
@@ -341,7 +323,12 @@ def run_probe(env: dict[str, str]) -> dict:
         if key not in env:
             full_env.pop(key, None)
     proc = subprocess.run(
-        [sys.executable, __file__, "--probe"], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "voice.bench", "session_memory", "--probe"],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"the probe failed: {proc.stderr[-3000:]}")
@@ -389,8 +376,8 @@ def probe_table(probes: list[dict]) -> str:
     return "\n".join(rows)
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-session-memory")
     ap.add_argument("--cycles", type=int, default=1000, help="sessions on each path (default 1000)")
     ap.add_argument("--every", type=int, default=100, help="sample RSS every N cycles")
@@ -403,7 +390,7 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=4, help="rounds of engine-pass probes (0: none)")
     ap.add_argument("--no-server", action="store_true", help="only the engine-pass probes")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)  # (one probe, in a subprocess)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.probe:
         print(json.dumps(probe()))
         return
@@ -443,5 +430,5 @@ async def main() -> None:
     print(f"\nwrote {args.out}/session_memory.json")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

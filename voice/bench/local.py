@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """`python -m voice.run` at a desk, measured on PulseAudio virtual devices.
 
-    scripts/bench_local [--out DIR]        (default: out/bench-local)
+    python -m voice.bench local [--out DIR]        (default: out/bench-local)
 
 Starts a private PulseAudio server (a null sink as the speaker, a remap
 source as the microphone), runs `python -m voice.run` on it, plays recordings
@@ -27,10 +26,7 @@ Prints Markdown tables and writes DIR/local.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -39,16 +35,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+import soundfile as sf
 
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
-
-from tests.integration.pulse import loop_back, start_pulse  # noqa: E402
-from voice.app.logs import read_records  # noqa: E402
-from voice.core.events import (  # noqa: E402
+from voice.app.logs import read_records
+from voice.bench.common import ROOT, parser
+from voice.bench.pulse import loop_back, start_pulse
+from voice.core.events import (
     AsrFinal,
     BargeIn,
     InterruptionCheck,
@@ -57,6 +50,9 @@ from voice.core.events import (  # noqa: E402
     PlaybackStart,
     TurnEnd,
 )
+
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1"}
 
 RATE = 16000
 
@@ -192,17 +188,17 @@ def _wall(event: dict) -> float:
     return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    from tests.conftest import recordings
     from transport.files import load_audio
+    from voice.bench.common import recordings
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-local")
     ap.add_argument("--reps", type=int, default=2, help="runs of each case")
     ap.add_argument("--runs", type=Path, default=ROOT / "out" / "bench-local" / "runs", help="each run's files")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rec = {r.name: r for r in recordings()}
     question = load_audio(next(r for n, r in rec.items() if "aew_a0003" in n).path)
@@ -248,7 +244,3 @@ def main() -> None:
         cells = (e["echo_db"], e.get("echo_measured_db"), e["paused"], e["resumed"], e["barge_in"], heard)
         print("| " + " | ".join(str(c) for c in cells) + " |")
     print(f"\nwrote {args.out}/local.json (each run in {runs})")
-
-
-if __name__ == "__main__":
-    main()

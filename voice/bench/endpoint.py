@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """When the person's turn ends: Smart Turn against silence alone, on the real engines, on virtual time.
 
-    scripts/bench_endpoint [--out DIR] [--recordings DIR]    (default: out/bench-endpoint, ../shared/fixtures/speech)
+    python -m voice.bench endpoint [--out DIR] [--recordings DIR]
+        (default: out/bench-endpoint, ../shared/fixtures/speech)
 
 Replays, through the whole pipeline on virtual time (so the endpoint delay is
 the decision alone, and exactly repeatable), with each turn detector:
@@ -24,7 +24,7 @@ Prints Markdown tables and writes DIR/endpoint.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
+from voice.bench.common import ROOT, parser
 
 # isort: split
 
@@ -38,19 +38,16 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TQDM_DISABLE", "1")
+from transport.files import load_audio
+from voice.app.latency import percentile
+from voice.bench.fixtures import with_silence
+from voice.bench.turns import BOUNDARIES, FINISHED, PAUSES_S, TurnRun, run_turns
+from voice.core.audio import ASR_RATE
+from voice.core.end_of_turn import EndOfTurnConfig
+from voice.shell.session import SessionConfig
 
-from transport.files import load_audio  # noqa: E402
-from voice.app.latency import percentile  # noqa: E402
-from voice.bench.fixtures import with_silence  # noqa: E402
-from voice.bench.turns import BOUNDARIES, FINISHED, PAUSES_S, TurnRun, run_turns  # noqa: E402
-from voice.core.audio import ASR_RATE  # noqa: E402
-from voice.core.end_of_turn import EndOfTurnConfig  # noqa: E402
-from voice.shell.session import SessionConfig  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
 
 DETECTORS: dict[str, EndOfTurnConfig | None] = {
     "smart-turn": EndOfTurnConfig(),
@@ -69,13 +66,13 @@ def row(run: TurnRun) -> dict:
     }
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+async def _main(argv: list[str] | None) -> None:
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-endpoint")
     ap.add_argument("--recordings", type=Path, default=ROOT.parent / "shared" / "fixtures" / "speech")
     ap.add_argument("--detectors", nargs="+", default=list(DETECTORS), choices=list(DETECTORS))
     ap.add_argument("--real-time", action="store_true", help="the finished sentences in real time too")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from voice.shell.engines import EngineConfig, load_engines
 
@@ -163,5 +160,5 @@ async def main() -> None:
     print(f"\nwrote {args.out / 'endpoint.json'}")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Barge-in over the labelled fixtures, on the real engines.
 
-    scripts/bench_bargein [--out DIR]        (default: out/bench-bargein)
+    python -m voice.bench bargein [--out DIR]        (default: out/bench-bargein)
 
 Builds the fixtures (scripts/make_bargein_fixtures), replays each on virtual
-time (exact, repeatable timings; engine latency is measured by scripts/bench)
+time (exact, repeatable timings; engine latency is measured by python -m voice.bench pipeline)
 and reports:
 
 - reaction time, interrupt onset to silent output (p50/p95/max), measured on
@@ -19,38 +18,35 @@ Prints Markdown tables and writes DIR/bargein.json.
 
 from __future__ import annotations
 
-import use_venv  # noqa: F401 - first: re-runs this script with the repository's .venv/bin/python
-
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TQDM_DISABLE", "1")
+from voice.app.latency import percentile
+from voice.bench.common import ROOT, parser
 
-from voice.app.latency import percentile  # noqa: E402
+# Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
+ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
 
 ECHO_LEVELS = (-20.0, -15.0, -12.0, -10.0, -8.0, -6.0)
 
 
-async def main() -> None:
+async def _main(argv: list[str] | None) -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-bargein")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     fixtures = args.out / "fixtures"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_bargein_fixtures"), "--out", str(fixtures)], check=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_bargein_fixtures"), "--out", str(fixtures)], check=True
+    )
 
-    from voice.shell.engines import EngineConfig, load_engines
     from voice.bench.evaluate import run_fixture, truncation_error_words
     from voice.core.events import PlaybackPaused, PlaybackResumed
+    from voice.shell.engines import EngineConfig, load_engines
 
     engines = await asyncio.to_thread(load_engines, EngineConfig())
     interrupts = []
@@ -91,7 +87,11 @@ async def main() -> None:
         "mode": "virtual time",
         "interrupts": len(interrupts),
         "detected": sum(r["barge_in"] for r in interrupts),
-        "reaction_s": {"p50": percentile(reactions, 0.5), "p95": percentile(reactions, 0.95), "max": percentile(reactions, 1.0)},
+        "reaction_s": {
+            "p50": percentile(reactions, 0.5),
+            "p95": percentile(reactions, 0.95),
+            "max": percentile(reactions, 1.0),
+        },
         "reaction_after_1_5s_s": {"p50": percentile(converged, 0.5), "p95": percentile(converged, 0.95)},
         "truncation_within_one_word": round(sum(abs(e) <= 1 for e in errors) / max(1, len(errors)), 3),
         "truncation_error_words_mean_abs": round(sum(abs(e) for e in errors) / max(1, len(errors)), 2),
@@ -131,5 +131,5 @@ async def main() -> None:
     print(f"\nwrote {args.out / 'bargein.json'}")
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(_main(argv))
