@@ -268,8 +268,9 @@ def test_a_missing_or_unknown_field_is_a_clear_error():
         event_from_json({"t": 1.0, "type": "speech_start", "onset": 0.5, "utterence": 1})
 
 
-def _constructed_events(path: Path) -> tuple[set[str], set[str]]:
-    """The classes that ``path`` makes events of (called by name), and those it emits directly."""
+def _constructed_events(path: Path, emit_method: str | None = "_emit") -> tuple[set[str], set[str]]:
+    """The classes that ``path`` makes events of (called by name), and those it emits directly
+    (in an ``Emit`` command, or through the shell's ``emit_method``)."""
     tree = ast.parse(path.read_text())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     made = {n.func.id for n in calls if isinstance(n.func, ast.Name)}
@@ -277,7 +278,7 @@ def _constructed_events(path: Path) -> tuple[set[str], set[str]]:
         n.args[0]
         for n in calls
         if (isinstance(n.func, ast.Name) and n.func.id == "Emit")
-        or (isinstance(n.func, ast.Attribute) and n.func.attr == "_emit")
+        or (isinstance(n.func, ast.Attribute) and n.func.attr == emit_method)
     ]
     emitted = {a.func.id for a in emits if isinstance(a, ast.Call) and isinstance(a.func, ast.Name)}
     return made, emitted
@@ -286,8 +287,10 @@ def _constructed_events(path: Path) -> tuple[set[str], set[str]]:
 def test_every_event_the_core_and_the_session_emit_is_registered():
     names = {cls.__name__ for cls in EVENTS.values()}
     made, emitted = set(), set()
-    for path in (ROOT / "voice/core/turns.py", ROOT / "voice/shell/session.py"):
-        m, e = _constructed_events(path)
+    core = [(path, None) for path in sorted((ROOT / "voice/core").glob("*.py"))]  # the core emits by commands
+    shell = [(path, "_emit") for path in sorted((ROOT / "voice/shell").glob("*.py"))]  # the session's stages
+    for path, emit_method in core + shell:
+        m, e = _constructed_events(path, emit_method)
         made |= m
         emitted |= e
     assert emitted and emitted <= names

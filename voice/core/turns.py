@@ -57,33 +57,18 @@ At most one speculative reply per session, and only while no reply is in
 flight; the budget, shared by the sessions on one set of engines, caps them
 over all sessions (past it the reply starts at the endpoint, as without).
 
-Tools. With ``tools`` (the specs offered to the model), a reply may call
-them. A call goes to its tool (``RunTool``) only once it is whole
-(:class:`~voice.core.tool_calls.ToolCallStream`), never from a speculative
-reply before its commit, never after the reply was cut. What the model said
-before its calls is spoken while they run; when a round's calls all have
-results, the model is asked again with them (``StartResponse`` of the same
-reply, its next ``round``; past ``max_tool_rounds`` without tools, so that it
-answers in words), and its answer goes on in the same reply, one ledger, one
-turn. If the tools keep it quiet for ``filler_delay_s``, ``filler`` is said,
-once a reply. A barge-in discards a call still streaming and stops the
-reply's running tools (``StopTools``: each as its policy says). Every result,
-even one that came after the cut, is a tool turn in the history.
+Tools: see voice/core/tool_rounds.py.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from voice.core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
-
-# BargeInPolicy, echo_similarity, STOP_WORDS, BACKCHANNELS, _words: re-exported for callers not yet moved.
-from voice.core.barge_in import BACKCHANNELS, STOP_WORDS, BargeInPolicy, _words, echo_similarity  # noqa: F401
+from voice.core.barge_in import BACKCHANNELS, STOP_WORDS, BargeInPolicy, _words, echo_similarity
 from voice.core.budget import Budget
-
-# The command types live in voice.core.commands; re-exported here for callers not yet moved.
 from voice.core.commands import (
     CancelResponse,
     CheckInterruption,
@@ -102,7 +87,6 @@ from voice.core.commands import (
 from voice.core.endpointing import OnsetDropped, SpeechOnset
 from voice.core.events import (
     AsrFinal,
-    AwaitingTools,
     Backchannel,
     BargeIn,
     BargeInReason,
@@ -115,7 +99,6 @@ from voice.core.events import (
     PlaybackResumed,
     PlaybackStart,
     PlaybackStopped,
-    ResponseContinued,
     ResponseStart,
     ResumeReason,
     SpeculativeCommit,
@@ -124,21 +107,44 @@ from voice.core.events import (
     SpeechEnd,
     SpeechStart,
     ToolCallEnd,
-    ToolCallStart,
     Truncate,
     TtsChunk,
     TurnEnd,
 )
 from voice.core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
-from voice.core.history import History, ToolStatus, ToolUse, Turn, tool_calls_message, tool_result_message
+from voice.core.history import History, ToolStatus, ToolUse, Turn
 from voice.core.ledger import PlaybackLedger, Word
+from voice.core.reply import Hold, Reply
 from voice.core.sentences import SentenceGrouper
 from voice.core.stability import same_words
-from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
+from voice.core.tool_calls import ToolCall, ToolCallDelta
+from voice.core.tool_rounds import ToolRounds
 
-# Rounds of calls that were all refused unrun, each followed by one more with tools: the model,
-# told which tool does not exist or which argument is wrong, tries again.
-MAX_REFUSED_ROUNDS = 1
+# Names that moved to voice.core.commands and voice.core.barge_in (issue 31), re-exported here for
+# the callers not yet moved (the session, the CLI, tests/unit/test_store.py): remove once they import
+# from the new modules.
+__all__ = [
+    "BACKCHANNELS",
+    "STOP_WORDS",
+    "BargeInPolicy",
+    "CancelResponse",
+    "CheckInterruption",
+    "Command",
+    "CommitSpeculation",
+    "Conversation",
+    "DiscardSpeculation",
+    "Emit",
+    "PausePlayback",
+    "ResumePlayback",
+    "RunTool",
+    "StartResponse",
+    "State",
+    "StopTools",
+    "Synthesize",
+    "TranscribeFinal",
+    "_words",
+    "echo_similarity",
+]
 
 
 class State(enum.Enum):
@@ -147,57 +153,6 @@ class State(enum.Enum):
     THINKING = "thinking"
     SPEAKING = "speaking"
     PAUSED = "paused"  # a reply held while the person's speech is judged
-
-
-@dataclass
-class _Response:
-    """The assistant reply in flight."""
-
-    id: int
-    user_text: str
-    started: float
-    grouper: SentenceGrouper
-    ledger: PlaybackLedger = field(default_factory=PlaybackLedger)
-    generated: str = ""
-    tokens: int = 0  # generated so far (as the LLM reports them with each delta)
-    llm_done: bool = False
-    chunks_requested: int = 0
-    chunks_done: int = 0
-    chunk_texts: dict[int, str] = field(default_factory=dict)
-    first_token_at: float | None = None
-    playback_started_at: float | None = None
-    # Speculative (started on the early final, before the endpoint) until committed:
-    speculative: bool = False
-    # Started on the pause's closing partial (the partial model's words), before the early final:
-    # the early final keeps it if it says the same words, else it is started again on those.
-    provisional: bool = False
-    utterance: int = 0  # the utterance it answers
-    end: float = 0.0  # where the speech its transcript heard ended
-    messages: list[dict[str, Any]] = field(default_factory=list)  # what the LLM was asked (this round)
-    held: list[str] = field(default_factory=list)  # chunks not sent to synthesis yet (all but the first)
-    ready: list[int] = field(default_factory=list)  # chunks whose first audio came (tts_chunk held back)
-    error: str | None = None  # how generation failed (llm_done held back)
-    last_played_at: float | None = None  # when the speaker last played some of it
-    # Tools: this round's calls as they stream, those whole (in order), those run and not finished,
-    # the results (call id -> status, what the model is told), whether the round's generation ended.
-    round: int = 0
-    calls: ToolCallStream = field(default_factory=ToolCallStream)
-    round_calls: list[ToolCall] = field(default_factory=list)
-    running: set[str] = field(default_factory=set)
-    results: dict[str, tuple[ToolStatus, str]] = field(default_factory=dict)
-    round_over: bool = False
-    round_text_from: int = 0  # where this round's text begins in ``generated``
-    round_ran: bool = False  # one of this round's calls ran (not all were refused)
-    rounds_run: int = 0  # rounds before this one in which a call ran
-    rounds_refused: int = 0  # ... in which every call was refused unrun
-    tools_offered: bool = False  # this round's request offered tools
-    held_calls: list[ToolCall] = field(default_factory=list)  # speculative: run at the commit
-    # When its calls went to their tools: from then until the answer with their results has words,
-    # the person waits (for the tools, then for the model again); None: nobody waits on tools.
-    tools_since: float | None = None
-    filler_said: bool = False
-    ok_results: list[str] = field(default_factory=list)  # what the calls that ran ok returned, in order
-    round_chunks: int = 0  # chunks of words this round's text has given
 
 
 @dataclass
@@ -210,21 +165,6 @@ class _EarlyFinal:
     no_speech_prob: float = 0.0
     stale: bool = False  # the person went on speaking: its audio is not the whole utterance
     ended: bool = False  # the endpoint came while it ran: its answer is the final
-
-
-@dataclass
-class _Hold:
-    """Playback paused on speech onset, while the speech is judged."""
-
-    utterance: int | None  # None until the VAD confirms the speech
-    onset: float
-    paused_at: float
-    played: int  # samples of the reply played when it paused
-    checked_at: float = 0.0  # speech time (since onset) of the last words check
-    checking: bool = False
-    # The reply's words synthesized when it paused: all that its speaker could have been given,
-    # and so all that speech over it may be an echo of ("": none, it cannot be the reply's echo).
-    echo: str = ""
 
 
 class Conversation:
@@ -255,10 +195,7 @@ class Conversation:
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
         ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never)."""
         self.system_prompt = system_prompt
-        self.tools = tools or None
-        self.max_tool_rounds = max_tool_rounds
-        self.filler = filler
-        self.filler_delay_s = filler_delay_s
+        self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
         self.first_phrase_min_words = first_phrase_min_words
@@ -272,10 +209,10 @@ class Conversation:
         self._utterance = 0
         self._onset = 0.0
         self._response_ids = 0
-        self._response: _Response | None = None
+        self._response: Reply | None = None
         self.speculation_budget = speculation
-        self._speculation: _Response | None = None  # started before the endpoint, not committed
-        self._hold: _Hold | None = None
+        self._speculation: Reply | None = None  # started before the endpoint, not committed
+        self._hold: Hold | None = None
         self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
         # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
         self._levels: dict[int, tuple[float | None, float | None]] = {}
@@ -287,11 +224,20 @@ class Conversation:
         self._typed = 0  # the last typed turn's utterance number (user_text(): -1, -2, ...)
 
     @property
-    def response(self) -> _Response | None:
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The specs of the tools offered to the model (None: none); the shell may set them."""
+        return self._tool_rounds.tools
+
+    @tools.setter
+    def tools(self, tools: list[dict[str, Any]] | None) -> None:
+        self._tool_rounds.tools = tools
+
+    @property
+    def response(self) -> Reply | None:
         return self._response
 
     @property
-    def speculation(self) -> _Response | None:
+    def speculation(self) -> Reply | None:
         """The speculative reply in flight (None: none)."""
         return self._speculation
 
@@ -333,7 +279,7 @@ class Conversation:
         r = self._response
         if r is None or self._hold is not None:
             return []
-        self._hold = _Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
+        self._hold = Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
         self.state = State.PAUSED
         return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
 
@@ -356,7 +302,7 @@ class Conversation:
             hold.utterance = self._utterance  # paused on its onset already
             hold.onset = onset
         elif r is not None and hold is None:
-            self._hold = _Hold(self._utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
+            self._hold = Hold(self._utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
             self.state = State.PAUSED
             out += [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=self._utterance))]
         elif self.state is State.LISTENING:
@@ -542,12 +488,12 @@ class Conversation:
             r.first_token_at = t
             if not r.speculative:  # else at the commit
                 out.append(Emit(LlmFirstToken(t, response=response)))
-        if r.round > 0:
-            r.tools_since = None  # the answer with the results has begun: nobody waits on tools now
+        if r.tool.round > 0:
+            r.tool.since = None  # the answer with the results has begun: nobody waits on tools now
         r.generated += text
         chunks = r.grouper.feed(text)
-        r.round_chunks += len(chunks)
-        return out + self._synthesize(r, chunks)
+        r.tool.round_chunks += len(chunks)
+        return out + r.synthesize(chunks)
 
     def user_text(self, text: str, t: float) -> list[Command]:
         """The client typed ``text`` (Realtime's user message item): a turn of the person's, answered
@@ -566,44 +512,25 @@ class Conversation:
     def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
         """A piece of a tool call the model is writing: the call goes to its tool once whole."""
         r = self._current(response)
-        if r is None or r.round_over or not r.tools_offered:
-            return []  # (a model asked without tools that calls one all the same: not run)
-        try:
-            whole = r.calls.feed(delta)
-        except ToolCallStreamError:  # a piece out of order: the call it belongs to was run already
-            return []
-        out: list[Command] = []
-        for call in whole:
-            out += self._dispatch(r, call, t)
-        return out
+        return [] if r is None else self._tool_rounds.call_delta(r, delta, t)
 
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
         r = self._current(response)
         if r is None:
             return []
-        out: list[Command] = []
-        if error is None:
-            for call in r.calls.finish():
-                out += self._dispatch(r, call, t)
-        else:
-            r.calls.discard()  # a call the failure cut short is not whole: never run
-        if r.round_calls and error is None:
-            # The model asked for tools: the reply goes on once they answer. What it said
-            # before the calls is spoken meanwhile.
-            r.round_over = True
-            out += self._synthesize(r, r.grouper.flush())
-            out.append(Emit(AwaitingTools(t, response=response, calls=len(r.round_calls))))
-            return out + self._next_round(r, t)
+        out = self._tool_rounds.generation_ended(r, t, error)
+        if r.tool.round_calls and error is None:
+            return out + self._tool_rounds.await_results(r, t)
         r.llm_done = True
         r.error = error or None
-        if r.round > 0 and error is None:
-            out += self._answer_with_results(r)
+        if r.tool.round > 0 and error is None:
+            out += self._tool_rounds.answer_with_results(r)
         if r.speculative:
             if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
                 return self._discard(t, "failed")
-            return self._synthesize(r, r.grouper.flush())  # llm_done at the commit
+            return r.synthesize(r.grouper.flush())  # llm_done at the commit
         out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
-        out += self._synthesize(r, r.grouper.flush())
+        out += r.synthesize(r.grouper.flush())
         return out + self._maybe_finish(r, t)
 
     def tool_finished(
@@ -628,14 +555,9 @@ class Conversation:
         )
         out: list[Command] = [Emit(end)]
         r = self._current(response)
-        if r is None or call.id not in r.running:
+        if r is None or call.id not in r.tool.running:
             return out  # a reply already cut: the result is kept, nobody waits for it
-        r.running.discard(call.id)
-        r.results[call.id] = (status, result)
-        r.round_ran = r.round_ran or ran
-        if status == "ok":
-            r.ok_results.append(result)
-        return out + self._next_round(r, t)
+        return out + self._tool_rounds.result(r, call, status, result, ran, t)
 
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.
@@ -661,7 +583,7 @@ class Conversation:
         return [
             Emit(ResponseStart(t, response=r.id, utterance=self._utterance, text="")),
             Emit(LlmDone(t, response=r.id, tokens=0)),
-            *self._synthesize(r, r.grouper.feed(text) + r.grouper.flush()),
+            *r.synthesize(r.grouper.feed(text) + r.grouper.flush()),
         ]
 
     def tick(self, t: float) -> list[Command]:
@@ -671,21 +593,9 @@ class Conversation:
         r = self._response
         if r is None:
             return self._announce_next(t) if self._announcements else []
-        if (
-            self.filler is None
-            or r.filler_said
-            or r.tools_since is None
-            or (r.calls.streaming and not r.round_over)  # it is writing another call: not quiet for long
-            or self._hold is not None
-            or r.chunks_done < r.chunks_requested
-            or not r.ledger.all_played
-        ):
+        if self._hold is not None:
             return []
-        quiet_since = max(r.tools_since, r.last_played_at or r.tools_since)
-        if t - quiet_since < self.filler_delay_s - 1e-9:
-            return []
-        r.filler_said = True
-        return self._synthesize(r, [self.filler])
+        return self._tool_rounds.filler_due(r, t)
 
     def tts_audio(
         self, response: int, chunk: int, text: str, n_samples: int, words: list[Word], t: float, first: bool
@@ -731,7 +641,7 @@ class Conversation:
         if r is None:
             return []
         if self._hold is None:
-            self._hold = _Hold(None, t, t, r.ledger.played)
+            self._hold = Hold(None, t, t, r.ledger.played)
         return self._barge_in(t, reason)
 
     def end(self, t: float) -> list[Command]:
@@ -740,7 +650,7 @@ class Conversation:
         r = self._response
         if r is not None:
             if self._hold is None:
-                self._hold = _Hold(None, t, t, r.ledger.played)
+                self._hold = Hold(None, t, t, r.ledger.played)
             out += self._barge_in(t, "closed")
         # What the person said and was not answered yet is kept all the same.
         waiting, self._waiting = self._waiting, []
@@ -760,7 +670,7 @@ class Conversation:
         r = self._response
         if r is not None and r.id == response:
             if self._hold is None:
-                self._hold = _Hold(None, t, t, min(samples, r.ledger.played))
+                self._hold = Hold(None, t, t, min(samples, r.ledger.played))
             r.ledger.played = min(r.ledger.played, samples)
             self._hold.played = min(self._hold.played, samples)
             out = self._barge_in(t, "truncate")
@@ -786,7 +696,7 @@ class Conversation:
 
     # -- internals --------------------------------------------------------
 
-    def _remember(self, r: _Response, turn: Turn | None) -> None:
+    def _remember(self, r: Reply, turn: Turn | None) -> None:
         """Keep the last replies' ledgers: a client may truncate one after it ended."""
         self._past[r.id] = (r.ledger, turn)
         while len(self._past) > 8:
@@ -805,13 +715,12 @@ class Conversation:
         """The LLM request that answers ``text``: the conversation so far, then it."""
         return [*self.history.messages(self.system_prompt), {"role": "user", "content": text}]
 
-    def _new_response(self, text: str, t: float) -> _Response:
+    def _new_response(self, text: str, t: float) -> Reply:
         self._response_ids += 1
         phrase = self.first_phrase_min_words
         grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        r = _Response(self._response_ids, text, t, grouper)
-        r.calls = ToolCallStream(id_prefix=f"call_{r.id}_0_")
-        r.tools_offered = self.tools is not None
+        r = Reply(self._response_ids, text, t, grouper)
+        self._tool_rounds.start(r)
         return r
 
     def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
@@ -846,14 +755,14 @@ class Conversation:
             *self._hold_for_later_speech(r, utterance, t),
         ]
 
-    def _hold_for_later_speech(self, r: _Response, utterance: int, t: float) -> list[Command]:
+    def _hold_for_later_speech(self, r: Reply, utterance: int, t: float) -> list[Command]:
         """Reply ``r`` to ``utterance`` starts while the person has gone on speaking (their speech
         went on over the endpoint, before the reply began): that speech is over the reply as much
         as any, so the reply is held, before any of it plays, until its words are judged."""
         later = self._utterance
         if later == utterance or self._hold is not None or not (self.user_speaking or later in self._transcribing):
             return []
-        self._hold = _Hold(later, self._onset, t, 0)
+        self._hold = Hold(later, self._onset, t, 0)
         self.state = State.PAUSED
         return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=later))]
 
@@ -880,7 +789,7 @@ class Conversation:
             StartResponse(r.id, r.messages, speculative=True, tools=self.tools),
         ]
 
-    def _commit(self, r: _Response, onset: float, end: float, t: float) -> list[Command]:
+    def _commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
         """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
         self._release_speculation()
         self.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
@@ -899,11 +808,9 @@ class Conversation:
         held, r.held = r.held, []
         if r.llm_done:
             out.append(Emit(LlmDone(t, response=r.id, tokens=r.tokens, error=r.error)))
-        out += self._synthesize(r, held)
-        calls, r.held_calls = r.held_calls, []
-        for call in calls:  # its calls run now that it is the reply
-            out += self._run_call(r, call, t)
-        return out + self._next_round(r, t) + self._maybe_finish(r, t)
+        out += r.synthesize(held)
+        out += self._tool_rounds.run_held(r, t)  # its calls run now that it is the reply
+        return out + self._tool_rounds.next_round(r, t) + self._maybe_finish(r, t)
 
     def _discard(self, t: float, reason: DiscardReason) -> list[Command]:
         """Drop the speculative reply, unheard and unstored (none: nothing to do)."""
@@ -921,77 +828,11 @@ class Conversation:
         if self.speculation_budget is not None:
             self.speculation_budget.release()
 
-    def _current(self, response: int) -> _Response | None:
+    def _current(self, response: int) -> Reply | None:
         for r in (self._response, self._speculation):
             if r is not None and r.id == response:
                 return r
         return None
-
-    def _answer_with_results(self, r: _Response) -> list[Command]:
-        """The model, asked again with its calls' results, said nothing that can be spoken (it
-        wrote JSON, or nothing): the last result that came back ok is said instead, so the
-        person hears what the tool found ("84", "timer set for 10 min") rather than silence."""
-        chunks = r.grouper.flush()
-        if chunks or r.round_chunks or not r.ok_results:
-            return self._synthesize(r, chunks)
-        return self._synthesize(r, [r.ok_results[-1]])
-
-    def _dispatch(self, r: _Response, call: ToolCall, t: float) -> list[Command]:
-        """``call`` is whole: it runs now, or at the commit of a speculative reply."""
-        r.round_calls.append(call)
-        if r.speculative:
-            r.held_calls.append(call)
-            return []
-        return self._run_call(r, call, t)
-
-    def _run_call(self, r: _Response, call: ToolCall, t: float) -> list[Command]:
-        r.running.add(call.id)
-        if r.tools_since is None:
-            r.tools_since = t
-        start = ToolCallStart(t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments)
-        return [Emit(start), RunTool(r.id, call)]
-
-    def _next_round(self, r: _Response, t: float) -> list[Command]:
-        """The round's generation ended with calls, and they all have results: ask the model
-        again, with them (past ``max_tool_rounds``, without tools: it must answer in words)."""
-        if r.speculative or not r.round_over or r.running:
-            return []
-        uses = [ToolUse(c.id, c.name, c.arguments, r.results[c.id][0]) for c in r.round_calls]
-        said = r.generated[r.round_text_from :].strip()
-        r.messages = [
-            *r.messages,
-            tool_calls_message(said, uses),
-            *(tool_result_message(u, r.results[u.call_id][1]) for u in uses),
-        ]
-        r.round += 1
-        # A round whose calls were all refused unrun (a tool the model made up, arguments that do not
-        # fit) does not count: told what was wrong, the model may try again, once.
-        if r.round_ran:
-            r.rounds_run += 1
-        else:
-            r.rounds_refused += 1
-        r.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.round}_")
-        r.round_calls, r.results, r.round_over, r.round_ran = [], {}, False, False
-        r.round_text_from = len(r.generated)
-        r.round_chunks = 0
-        again = r.rounds_run < self.max_tool_rounds and r.rounds_refused <= MAX_REFUSED_ROUNDS
-        tools = self.tools if again else None
-        r.tools_offered = tools is not None
-        return [
-            Emit(ResponseContinued(t, response=r.id, round=r.round)),
-            StartResponse(r.id, r.messages, tools=tools, round=r.round),
-        ]
-
-    def _synthesize(self, r: _Response, chunks: list[str]) -> list[Command]:
-        out: list[Command] = []
-        for text in chunks:
-            if r.speculative and r.chunks_requested:  # only the first chunk before the endpoint
-                r.held.append(text)
-                continue
-            r.chunks_requested += 1
-            r.chunk_texts[r.chunks_requested] = text
-            out.append(Synthesize(r.id, r.chunks_requested, text))
-        return out
 
     def _resume(self, t: float, text: str, reason: ResumeReason) -> list[Command]:
         """The speech (or noise) that paused the reply was not an interruption."""
@@ -1017,7 +858,7 @@ class Conversation:
         played = max(hold.played, r.ledger.played)
         heard = r.ledger.heard_text(played)
         audio_end_ms = round(played * 1000 / self.output_rate)
-        r.calls.discard()  # a call still streaming never runs
+        r.tool.calls.discard()  # a call still streaming never runs
         out: list[Command] = [
             Emit(
                 BargeIn(
@@ -1025,7 +866,7 @@ class Conversation:
                 )
             ),
             CancelResponse(r.id),
-            *([StopTools(r.id)] if r.running else []),
+            *([StopTools(r.id)] if r.tool.running else []),
             Emit(PlaybackStopped(t, response=r.id)),
             Emit(Truncate(t, response=r.id, audio_end_ms=audio_end_ms, text=heard)),
         ]
@@ -1048,7 +889,7 @@ class Conversation:
         self.state = self._idle_state()
         return out
 
-    def _maybe_finish(self, r: _Response, t: float) -> list[Command]:
+    def _maybe_finish(self, r: Reply, t: float) -> list[Command]:
         if self._hold is not None or r.speculative:
             return []  # judged first: resumed, or cut; not the reply yet
         if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
