@@ -30,40 +30,13 @@ its turn even should the final pass find none. Finals that came while a reply
 played on without being judged (an earlier one held it) are answered with the
 next turn, in one reply, and stored when the session ends unanswered.
 
-Speculation. The final pass starts in the silence before the endpoint (the
-early final, ``early_final_s``); with a ``speculation`` budget, its transcript
-also starts the reply there and then: the LLM request
-(``StartResponse(speculative=True)``) and the synthesis of the first chunk,
-whose audio the session holds back. Until the endpoint the speculative reply
-is no reply: the person still holds the floor, nothing of it is played, none
-of its events but ``speculative_start`` is emitted, and speech over it cannot
-pause or cut it. It can start earlier, on the pause's closing partial (the
-partial model's words for all the speech before the pause,
-:meth:`Conversation.closing_partial`): the early final then keeps it if it
-hears the same words, case and punctuation aside, else starts it again on its
-own. Then:
-
-* the endpoint on the words it was started on (and on the same
-  conversation): it is committed (``CommitSpeculation``): the person's turn
-  is stored, ``response_start`` and the events it held back are emitted with
-  the endpoint's time, and its audio plays at once;
-* the person goes on speaking past the audio the early final heard, the
-  transcript at the endpoint differs, or its request fails: it is discarded
-  (``DiscardSpeculation``): the request is aborted in the engine, what was
-  synthesized dropped, nothing stored, and ``speculative_discard`` says how
-  many tokens went for nothing. The next early final may start another.
-
-At most one speculative reply per session, and only while no reply is in
-flight; the budget, shared by the sessions on one set of engines, caps them
-over all sessions (past it the reply starts at the endpoint, as without).
-
+Speculation: see voice/core/speculation.py.
 Tools: see voice/core/tool_rounds.py.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any
 
 from voice.core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
@@ -90,7 +63,6 @@ from voice.core.events import (
     Backchannel,
     BargeIn,
     BargeInReason,
-    DiscardReason,
     InterruptionCheck,
     LlmDone,
     LlmFirstToken,
@@ -101,9 +73,6 @@ from voice.core.events import (
     PlaybackStopped,
     ResponseStart,
     ResumeReason,
-    SpeculativeCommit,
-    SpeculativeDiscard,
-    SpeculativeStart,
     SpeechEnd,
     SpeechStart,
     ToolCallEnd,
@@ -116,6 +85,7 @@ from voice.core.history import History, ToolStatus, ToolUse, Turn
 from voice.core.ledger import PlaybackLedger, Word
 from voice.core.reply import Hold, Reply
 from voice.core.sentences import SentenceGrouper
+from voice.core.speculation import EarlyFinal, Speculation
 from voice.core.stability import same_words
 from voice.core.tool_calls import ToolCall, ToolCallDelta
 from voice.core.tool_rounds import ToolRounds
@@ -155,18 +125,6 @@ class State(enum.Enum):
     PAUSED = "paused"  # a reply held while the person's speech is judged
 
 
-@dataclass
-class _EarlyFinal:
-    """A final pass started in the silence before the endpoint, on speech up to ``end``."""
-
-    utterance: int
-    end: float
-    text: str | None = None  # None while it runs
-    no_speech_prob: float = 0.0
-    stale: bool = False  # the person went on speaking: its audio is not the whole utterance
-    ended: bool = False  # the endpoint came while it ran: its answer is the final
-
-
 class Conversation:
     """The turn-taking state machine of one session."""
 
@@ -199,7 +157,7 @@ class Conversation:
         self.early_final_s = early_final_s
         # The first chunk may end before a conjunction once it has this many words (None: never).
         self.first_phrase_min_words = first_phrase_min_words
-        self._early: _EarlyFinal | None = None
+        self._early: EarlyFinal | None = None
         self._paused_end: float | None = None  # the person is in a pause after speech that ended here
         self.output_rate = output_rate
         self.history = history if history is not None else History()
@@ -210,8 +168,7 @@ class Conversation:
         self._onset = 0.0
         self._response_ids = 0
         self._response: Reply | None = None
-        self.speculation_budget = speculation
-        self._speculation: Reply | None = None  # started before the endpoint, not committed
+        self._spec = Speculation(speculation)
         self._hold: Hold | None = None
         self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
         # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
@@ -239,7 +196,7 @@ class Conversation:
     @property
     def speculation(self) -> Reply | None:
         """The speculative reply in flight (None: none)."""
-        return self._speculation
+        return self._spec.reply
 
     @property
     def utterance(self) -> int:
@@ -317,7 +274,7 @@ class Conversation:
             return []
         if early is not None and (early.text is None or early.end == end):
             return []  # one early pass at a time (a stale one still holds the recognizer)
-        self._early = _EarlyFinal(self._utterance, end)
+        self._early = EarlyFinal(self._utterance, end)
         return [TranscribeFinal(self._utterance, self._onset, end, early=True, over_reply=self._over_reply())]
 
     def early_transcript(
@@ -334,12 +291,12 @@ class Conversation:
             self._early = None
             return self.transcript_final(utterance, text, self._onset, end, t, no_speech_prob)
         early.text, early.no_speech_prob = text, no_speech_prob
-        spec = self._speculation
+        spec = self._spec.reply
         if spec is not None and spec.provisional and (spec.utterance, spec.end) == (utterance, end):
             if same_words(spec.user_text, text):
                 spec.provisional = False  # the closing partial heard it right: the reply goes on
                 return []
-            return self._discard(t, "transcript") + self._speculate(utterance, end, text, t)
+            return self._spec.discard(t, "transcript") + self._speculate(utterance, end, text, t)
         return self._speculate(utterance, end, text, t)
 
     def closing_partial(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
@@ -352,8 +309,8 @@ class Conversation:
         if early is not None and early.end == end and early.text is not None:
             return []  # the early final is in already
         out = self._speculate(utterance, end, text, t)
-        if self._speculation is not None and out:
-            self._speculation.provisional = True
+        if self._spec.reply is not None and out:
+            self._spec.reply.provisional = True
         return out
 
     def early_failed(self, utterance: int, end: float) -> list[Command]:
@@ -374,10 +331,10 @@ class Conversation:
             early.stale = True  # spoken past the audio it was given
             if early.text is not None:
                 self._early = None
-        spec = self._speculation
+        spec = self._spec.reply
         out: list[Command] = []
         if spec is not None and spec.utterance == self._utterance and t > spec.end + 1e-9:
-            out += self._discard(t, "speech")  # the person goes on: its transcript is not the turn
+            out += self._spec.discard(t, "speech")  # the person goes on: its transcript is not the turn
         hold = self._hold
         if hold is None or hold.utterance != self._utterance or hold.checking:
             return out
@@ -432,9 +389,9 @@ class Conversation:
             self.state = State.THINKING
         speech_end = SpeechEnd(t, end=end, utterance=self._utterance, level_db=level_db, background_db=background_db)
         out: list[Command] = [Emit(speech_end)]
-        spec = self._speculation
+        spec = self._spec.reply
         if spec is not None and (spec.utterance != self._utterance or spec.end != end):
-            out += self._discard(t, "speech")  # started on less than the whole utterance
+            out += self._spec.discard(t, "speech")  # started on less than the whole utterance
         early = self._early
         if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
             if early.text is None:
@@ -453,9 +410,9 @@ class Conversation:
         text = text.strip() or self._cut_by.get(utterance, "")
         self._cut_by.pop(utterance, None)
         out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
-        spec = self._speculation
+        spec = self._spec.reply
         if spec is not None and spec.utterance == utterance and not same_words(spec.user_text, text):
-            out += self._discard(t, "transcript")
+            out += self._spec.discard(t, "transcript")
         level, background = self._levels.pop(utterance, (None, None))
         hold = self._hold
         if hold is not None and hold.utterance == utterance:
@@ -506,7 +463,7 @@ class Conversation:
         if self._response is not None or self.user_speaking or self._transcribing:
             self._waiting.append((self._typed, text, t, t))  # answered with the next turn
             return out
-        out += self._discard(t, "transcript")
+        out += self._spec.discard(t, "transcript")
         return out + self._answer(self._typed, text, t, t, t)
 
     def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
@@ -527,7 +484,7 @@ class Conversation:
             out += self._tool_rounds.answer_with_results(r)
         if r.speculative:
             if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
-                return self._discard(t, "failed")
+                return self._spec.discard(t, "failed")
             return r.synthesize(r.grouper.flush())  # llm_done at the commit
         out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
         out += r.synthesize(r.grouper.flush())
@@ -570,7 +527,7 @@ class Conversation:
         if (
             not self._announcements
             or self._response is not None
-            or self._speculation is not None
+            or self._spec.reply is not None
             or self.user_speaking
             or self._transcribing
             or self._waiting
@@ -646,7 +603,7 @@ class Conversation:
 
     def end(self, t: float) -> list[Command]:
         """The conversation ends (the client left, Ctrl+C): a reply in flight is kept as far as it was heard."""
-        out = self._discard(t, "closed")
+        out = self._spec.discard(t, "closed")
         r = self._response
         if r is not None:
             if self._hold is None:
@@ -726,7 +683,7 @@ class Conversation:
     def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
         """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
         out: list[Command] = []
-        spec = self._speculation
+        spec = self._spec.reply
         if spec is not None:
             # Its words, on the same conversation (the final may differ in case and punctuation from
             # the closing partial it was started on; the turn is stored as the final says it).
@@ -737,7 +694,7 @@ class Conversation:
             ):
                 spec.user_text = text
                 return self._commit(spec, onset, end, t)
-            out += self._discard(t, "transcript")
+            out += self._spec.discard(t, "transcript")
         # Finals that came while a reply played on are the turn's beginning: one reply to all of it.
         waiting, self._waiting = self._waiting, []
         for _, said, said_onset, said_end in waiting:
@@ -768,68 +725,29 @@ class Conversation:
 
     def _speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
         """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
-        budget = self.speculation_budget
         text = text.strip()
         if (
-            budget is None
-            or not budget.available
-            or not text
+            not self._spec.allowed(text)
             or self.state is not State.USER_SPEAKING  # a reply is in flight, or an earlier turn is not answered
-            or self._speculation is not None
             or self._response is not None
             or self._waiting
             or self._transcribing
         ):
             return []
-        budget.take()
-        r = self._speculation = self._new_response(text, t)
-        r.speculative, r.utterance, r.end, r.messages = True, utterance, end, self._messages(text)
-        return [
-            Emit(SpeculativeStart(t, response=r.id, utterance=utterance, text=text)),
-            StartResponse(r.id, r.messages, speculative=True, tools=self.tools),
-        ]
+        r = self._new_response(text, t)
+        return self._spec.start(r, utterance, end, self._messages(text), self.tools)
 
     def _commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
         """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
-        self._release_speculation()
         self.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
-        r.speculative, r.started = False, t
+        out = self._spec.commit(t)
         self._response = r
         self.state = State.THINKING
-        # Its events so far are emitted now: to the observers its latency counts from the endpoint.
-        out: list[Command] = [
-            Emit(SpeculativeCommit(t, response=r.id, utterance=r.utterance, ready=bool(r.ready), tokens=r.tokens)),
-            Emit(ResponseStart(t, response=r.id, utterance=r.utterance, text=r.user_text)),
-            CommitSpeculation(r.id),
-        ]
-        if r.first_token_at is not None:
-            out.append(Emit(LlmFirstToken(t, response=r.id)))
-        out += [Emit(TtsChunk(t, response=r.id, chunk=c, text=r.chunk_texts[c])) for c in r.ready]
-        held, r.held = r.held, []
-        if r.llm_done:
-            out.append(Emit(LlmDone(t, response=r.id, tokens=r.tokens, error=r.error)))
-        out += r.synthesize(held)
         out += self._tool_rounds.run_held(r, t)  # its calls run now that it is the reply
         return out + self._tool_rounds.next_round(r, t) + self._maybe_finish(r, t)
 
-    def _discard(self, t: float, reason: DiscardReason) -> list[Command]:
-        """Drop the speculative reply, unheard and unstored (none: nothing to do)."""
-        r = self._speculation
-        if r is None:
-            return []
-        self._release_speculation()
-        return [
-            DiscardSpeculation(r.id),
-            Emit(SpeculativeDiscard(t, response=r.id, utterance=r.utterance, reason=reason, tokens=r.tokens)),
-        ]
-
-    def _release_speculation(self) -> None:
-        self._speculation = None
-        if self.speculation_budget is not None:
-            self.speculation_budget.release()
-
     def _current(self, response: int) -> Reply | None:
-        for r in (self._response, self._speculation):
+        for r in (self._response, self._spec.reply):
             if r is not None and r.id == response:
                 return r
         return None
