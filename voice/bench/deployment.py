@@ -7,35 +7,29 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from voice.bench.common import ROOT, free_port
+from voice.bench.serve_process import ServeProcess
 
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 FRONT_SLOTS = 3  # the workers deploy/haproxy.cfg names
 
 
-class Worker:
-    """One `voice.run --serve` process of the deployment, in its own process group."""
+class Worker(ServeProcess):
+    """One `voice.run --serve` process of the deployment, on ``port``, its log appended to ``log``."""
 
     def __init__(self, port: int, log: Path, args: list[str]) -> None:
-        self.port, self.log, self.args = port, log, args
-        self.proc: subprocess.Popen | None = None
+        super().__init__(["--port", str(port), *args], log, append=True)
+        self.port = port
 
     def start(self) -> Worker:
-        log = open(self.log, "a")  # noqa: SIM115 - the process holds it
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "voice.run", "--serve", "--port", str(self.port), *self.args],
-            cwd=ROOT, stdout=log, stderr=log, start_new_session=True,  # killed whole, engines too
-        )  # fmt: skip
-        log.close()
+        super().start()
         return self
 
     def health(self) -> dict | None:
@@ -61,21 +55,6 @@ class Worker:
     @property
     def sessions(self) -> int:
         return (self.health() or {}).get("sessions", 0)
-
-    def kill(self) -> None:
-        """SIGKILL to the whole process group, as a crash or an OOM kill looks."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
 
 
 class FrontDoor:

@@ -36,7 +36,6 @@ import base64
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from voice.app.latency import percentile
-from voice.bench.common import ROOT, free_port, parser, rss_mb
+from voice.bench.common import ROOT, free_port, parser
+from voice.bench.serve_process import ServeProcess
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1"}
@@ -80,22 +80,18 @@ def v2v(result) -> float | None:
     return round(float(loud[0]) / result.output_rate - ends[0], 3)
 
 
-class Server:
-    """``python -m voice.run --serve`` in its own process group, with the strategy's environment."""
+class Server(ServeProcess):
+    """The server with the strategy's environment (``root``: the tree it runs from), started at once."""
 
     def __init__(self, env: dict[str, str], work: Path, root: Path = ROOT) -> None:
         self.port = free_port()
-        self.log = work / "server.log"
         full_env = {**os.environ, **env, "PYTHONPATH": str(root)}
         for key in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
             if key not in env:
                 full_env.pop(key, None)
-        cmd = [sys.executable, "-m", "voice.run", "--serve", "--port", str(self.port), "--db", str(work / "c.db"),
-               "--max-sessions", "16"]  # fmt: skip
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                cmd, cwd=root, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        args = ["--port", str(self.port), "--db", str(work / "c.db"), "--max-sessions", "16"]
+        super().__init__(args, work / "server.log", env=full_env, cwd=root)
+        self.start()
 
     async def ready(self, timeout_s: float = 900) -> None:
         import httpx
@@ -103,8 +99,8 @@ class Server:
         deadline = time.monotonic() + timeout_s
         async with httpx.AsyncClient(trust_env=False) as http:
             while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"the server exited: {self.log.read_text()[-3000:]}")
+                if not self.alive():
+                    raise RuntimeError(f"the server exited: {self.log_text()[-3000:]}")
                 with contextlib.suppress(httpx.HTTPError):
                     if (await http.get(f"http://127.0.0.1:{self.port}/health", timeout=1)).status_code == 200:
                         return
@@ -112,15 +108,7 @@ class Server:
         raise RuntimeError(f"the server did not come up in {timeout_s:.0f} s")
 
     def rss_mb(self) -> float:
-        return round(rss_mb(self.proc.pid), 1)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        return round(super().rss_mb(), 1)
 
 
 async def ws_cycle(url: str, speech: np.ndarray) -> float:

@@ -57,7 +57,7 @@ ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"
 
 async def rss_sampler(server: Server, peaks: dict[str, float]) -> None:
     while True:
-        own, family = server.rss_mb()
+        own, family = server.rss_mb_with_engines()
         peaks["own"] = max(peaks.get("own", 0), own or 0)
         peaks["family"] = max(peaks.get("family", 0), family or 0)
         await asyncio.sleep(1.0)
@@ -72,17 +72,17 @@ async def attack(args: argparse.Namespace, server: Server, report: dict[str, Any
     recording = next(r for r in recordings() if args.recording in r.name)
     print("warm-up conversation ...", file=sys.stderr, flush=True)
     report["warm_up"] = await real_session(target, recording, args.work / "warm-up")
-    own, family = server.rss_mb()
+    own, family = server.rss_mb_with_engines()
     report["rss_mb"] = {"after_warm_up": own, "after_warm_up_with_children": family}
     report["store_before"] = store_counts(server.db)
-    report["log_offset"] = len(server.log())
+    report["log_offset"] = len(server.log_text())
     checkpoints: list[dict[str, Any]] = []
     report["rss_checkpoints"] = checkpoints
 
     async def checkpoint(after: str) -> None:
         """The server's memory once its sessions have closed, beside how many sessions it has stored so far."""
         await wait_idle(target, 15)
-        own, family = server.rss_mb()
+        own, family = server.rss_mb_with_engines()
         stored = None
         with contextlib.suppress(sqlite3.Error):
             stored = store_counts(server.db)["sessions"]
@@ -136,7 +136,7 @@ async def attack(args: argparse.Namespace, server: Server, report: dict[str, Any
     finally:
         sampler.cancel()
         report["sessions_open_at_end"] = await wait_idle(target, 15)
-        own, family = server.rss_mb()
+        own, family = server.rss_mb_with_engines()
         report["rss_mb"] |= {
             "end": own,
             "end_with_children": family,
@@ -327,7 +327,7 @@ async def _main(argv: list[str] | None) -> None:
 
     server = Server(args.work, args.max_sessions)
     print("starting the server ...", file=sys.stderr, flush=True)
-    started = await asyncio.to_thread(server.start)
+    started = await asyncio.to_thread(server.serve)
     report: dict[str, Any] = {
         "mode": "quick" if args.quick else "full",
         "seed": args.seed,
@@ -338,15 +338,15 @@ async def _main(argv: list[str] | None) -> None:
     try:
         tally = await attack(args, server, report)
     finally:
-        report["server_exit"] = await asyncio.to_thread(server.stop)
+        report["server_exit"] = await asyncio.to_thread(server.stop_timed)
     report["attacks_s"] = round(time.monotonic() - t0, 1)
     summarise(tally, report)
-    text = server.log()
+    text = server.log_text()
     report["log"] = log_summary(text[report.pop("log_offset", 0) :])
     report["log"]["tracebacks_whole_run"] = log_summary(text)["tracebacks"]
     (args.out / "fuzz.json").write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
     print_report(report)
-    print(f"\nwrote {args.out}/fuzz.json; the server's log is {server.log_path}")
+    print(f"\nwrote {args.out}/fuzz.json; the server's log is {server.log}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from voice.bench.common import ROOT, free_port
+from voice.bench.common import free_port
+from voice.bench.serve_process import ServeProcess
 
 TOKEN = "fuzz-token-3f9c"
 
@@ -22,55 +21,34 @@ TOKEN = "fuzz-token-3f9c"
 # -- the server, as a user runs it ----------------------------------------------
 
 
-class Server:
-    """``python -m voice.run --serve`` in its own process group, its output in ``work/server.log``."""
+class Server(ServeProcess):
+    """The server as a user runs it (a token, a store, metrics), its output in ``work/server.log``."""
 
     def __init__(self, work: Path, max_sessions: int) -> None:
         self.work = work
         self.db = work / "store.db"
-        self.log_path = work / "server.log"
         self.max_sessions = max_sessions
         self.metrics_port = free_port()
-        self.port = 0
-        self.proc: subprocess.Popen | None = None
+        self.port = 0  # it chooses one, and says which in its log
+        args = ["--port", "0", "--db", str(self.db), "--token", TOKEN, "--max-sessions", str(max_sessions),
+                "--metrics-port", str(self.metrics_port)]  # fmt: skip
+        super().__init__(args, work / "server.log")
 
-    def start(self, timeout_s: float = 900) -> float:
+    def serve(self, timeout_s: float = 900) -> float:
         """Start it and wait until it serves; returns how long that took."""
-        cmd = [
-            sys.executable,
-            "-m",
-            "voice.run",
-            "--serve",
-            "--port",
-            "0",
-            "--db",
-            str(self.db),
-            "--token",
-            TOKEN,
-            "--max-sessions",
-            str(self.max_sessions),
-            "--metrics-port",
-            str(self.metrics_port),
-        ]
         t0 = time.monotonic()
-        with open(self.log_path, "w") as log:  # the child keeps its own handle
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.start()
+        assert self.proc is not None
         while time.monotonic() - t0 < timeout_s:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.log()[-3000:]}")
-            if m := re.search(r"serving http://127\.0\.0\.1:(\d+)/", self.log()):
+                raise RuntimeError(f"the server exited: {self.log_text()[-3000:]}")
+            if m := re.search(r"serving http://127\.0\.0\.1:(\d+)/", self.log_text()):
                 self.port = int(m.group(1))
                 if self.health() == 200:
                     return time.monotonic() - t0
             time.sleep(0.5)
         self.kill()
         raise RuntimeError(f"the server did not come up in {timeout_s:.0f} s")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def health(self) -> int | None:
         try:
@@ -87,7 +65,7 @@ class Server:
             return None
         return sum(float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
-    def rss_mb(self) -> tuple[float | None, float | None]:
+    def rss_mb_with_engines(self) -> tuple[float | None, float | None]:
         """VmRSS of the server process, and of it with every process it started (the engines' own)."""
         if not self.alive():
             return None, None
@@ -96,7 +74,7 @@ class Server:
         family = sum(_vmrss_kb(pid) or 0 for pid in _descendants(self.proc.pid)) + (own or 0)
         return (round(own / 1024, 1) if own else None), round(family / 1024, 1)
 
-    def stop(self) -> dict[str, Any]:
+    def stop_timed(self) -> dict[str, Any]:
         """Ctrl+C, as a person stops it; killed if it has not exited in 60 s."""
         if self.proc is None:
             return {}
@@ -110,11 +88,6 @@ class Server:
             self.kill()
             return {"exit_code": None, "note": "did not exit in 60 s after SIGINT: killed"}
         return {"exit_code": code, "stop_s": round(time.monotonic() - t0, 1)}
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
 
 
 def _vmrss_kb(pid: int) -> int | None:
