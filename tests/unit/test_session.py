@@ -8,6 +8,8 @@ stored and emitted time. The real engines run in tests/integration.
 
 from __future__ import annotations
 
+import typing
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -25,6 +27,7 @@ from stand_in_engines import (
 
 from transport.replay import ReplayDevice, replay
 from voice.core.audio import ASR_BLOCK, BLOCK_S
+from voice.core.commands import Command
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.events import (
     AsrFinal,
@@ -50,6 +53,7 @@ from voice.shell.clock import VirtualClock
 from voice.shell.device import Captured
 from voice.shell.pump import Pump
 from voice.shell.session import Session, SessionConfig
+from voice.shell.work import Serves
 
 E = TypeVar("E", bound=Event)
 
@@ -68,13 +72,16 @@ def make_session(
     echo_cancel: bool = False,
     smart_turn: StandInSmartTurn | None = None,
     partials: bool = False,
+    engines: StandInEngines | None = None,
     **config,
 ) -> Session:
-    """``partials``: the engines have a partial model too (the same stand-in words)."""
+    """``partials``: the engines have a partial model too (the same stand-in words);
+    ``engines``: another session's, shared (else its own)."""
     partial = StandInRecognizer(WORDS) if partials else None
-    engines = StandInEngines(
-        StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), asr_partial=partial, smart_turn=smart_turn
-    )
+    if engines is None:
+        engines = StandInEngines(
+            StandInRecognizer(WORDS), StandInLLM([reply, "Sure."]), asr_partial=partial, smart_turn=smart_turn
+        )
     if smart_turn is None:
         config.setdefault("end_of_turn", None)  # no model: silence ends the turn
     events: list[Event] = []
@@ -216,7 +223,7 @@ async def test_a_speculative_reply_plays_only_from_the_endpoint_and_a_discarded_
     assert played == pytest.approx(WORD_S * OUTPUT_RATE, abs=2)  # "Sure.", once
     assert [(t.role, t.text) for t in session.history.turns] == [("user", "what time is it"), ("assistant", "Sure.")]
     assert device.commands == [] and session.engines.speculation_budget.in_flight == 0  # type: ignore[attr-defined]
-    assert session._held == {}  # type: ignore[attr-defined]
+    assert session._speaking.held == {}  # type: ignore[attr-defined]
 
 
 async def test_no_speculation_when_switched_off():
@@ -229,7 +236,7 @@ def test_no_closing_partials_without_speculation():
     """A closing partial is there to start the speculation: without it, only previews."""
 
     def partials(**config) -> PartialConfig | None:
-        return make_session(partials=True, **config)._hearing._partials  # type: ignore[attr-defined]
+        return make_session(partials=True, **config)._listening.hearing._partials  # type: ignore[attr-defined]
 
     assert partials(speculate=False).closing_after_s is None
     assert partials().closing_after_s == PartialConfig().closing_after_s
@@ -286,9 +293,8 @@ async def test_replay_runs_the_same_pump():
 
 
 async def test_partials_are_shed_over_sessions_sharing_one_budget():
-    a, b = make_session(partials=True), make_session(partials=True)
-    b.engines = a.engines  # one recognizer, one budget
-    b._hearing._budget = a.engines.partial_budget  # type: ignore[attr-defined]
+    a = make_session(partials=True)
+    b = make_session(partials=True, engines=a.engines)  # one recognizer, one budget
     audio = np.concatenate([silence(0.2), tone(2.5, hz=QUESTION_HZ)])
     for i in range(len(audio) // ASR_BLOCK):  # both hear speech at once; no settling: passes stay in flight
         a.push_audio(audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK])
@@ -418,3 +424,28 @@ async def test_the_closing_partial_is_read_first_and_the_same_words_are_not_read
     assert closing.t - end.end == pytest.approx(0.064, abs=0.032) and closing.t < early.t <= end.t
     assert closing.text == early.text == "what time is it" and closing.sentence_end == early.sentence_end
     assert session.engines.llm.asked == ["What time is it"]  # type: ignore[attr-defined]
+
+
+# -- the command table, and the one submission point for engine work ------------------
+
+
+def test_every_command_the_core_gives_has_a_handler():
+    assert set(typing.get_args(Command)) == set(make_session().handlers)
+
+
+async def test_an_unknown_command_is_an_error_never_ignored():
+    @dataclass(frozen=True)
+    class Unknown:
+        response: int
+
+    with pytest.raises(TypeError, match="no handler for the core's command"):
+        make_session()._run([Unknown(1)])  # type: ignore[list-item]
+
+
+async def test_engine_work_is_submitted_with_what_it_serves():
+    session = make_session(echo_cancel=True)
+    await run(session, np.concatenate([silence(0.5), tone(1.2, hz=QUESTION_HZ), silence(0.2)]))
+    submitted = session._work.submitted  # type: ignore[attr-defined]
+    assert submitted[Serves.HEARING] > 0  # the echo canceller, every block
+    assert submitted[Serves.DECISION] > 0  # the early final (and the final's pass)
+    assert submitted[Serves.BACKGROUND] > 0  # the speculative reply and its speech
