@@ -61,34 +61,30 @@ from voice.core.endpointing import OnsetDropped, SpeechOnset
 from voice.core.events import (
     AsrFinal,
     Backchannel,
-    BargeIn,
     BargeInReason,
     InterruptionCheck,
     LlmDone,
     LlmFirstToken,
-    PlaybackEnd,
     PlaybackPaused,
     PlaybackResumed,
     PlaybackStart,
-    PlaybackStopped,
     ResponseStart,
     ResumeReason,
     SpeechEnd,
     SpeechStart,
     ToolCallEnd,
-    Truncate,
     TtsChunk,
-    TurnEnd,
 )
 from voice.core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from voice.core.history import History, ToolStatus, ToolUse, Turn
-from voice.core.ledger import PlaybackLedger, Word
+from voice.core.ledger import Word
 from voice.core.reply import Hold, Reply
 from voice.core.sentences import SentenceGrouper
 from voice.core.speculation import EarlyFinal, Speculation
 from voice.core.stability import same_words
 from voice.core.tool_calls import ToolCall, ToolCallDelta
 from voice.core.tool_rounds import ToolRounds
+from voice.core.truncation import HeardReplies
 
 # Names that moved to voice.core.commands and voice.core.barge_in (issue 31), re-exported here for
 # the callers not yet moved (the session, the CLI, tests/unit/test_store.py): remove once they import
@@ -176,7 +172,7 @@ class Conversation:
         self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
         self._transcribing: set[int] = set()
         self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
-        self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies, for truncate()
+        self._heard_replies = HeardReplies(self.history, output_rate)
         self._announcements: list[str] = []  # to say unasked once the floor is free (announce())
         self._typed = 0  # the last typed turn's utterance number (user_text(): -1, -2, ...)
 
@@ -631,33 +627,10 @@ class Conversation:
             r.ledger.played = min(r.ledger.played, samples)
             self._hold.played = min(self._hold.played, samples)
             out = self._barge_in(t, "truncate")
-            past = self._past.get(response)
-            return out, (past[1].text if past and past[1] else "")
-        past = self._past.get(response)
-        if past is None:
-            return [], None
-        ledger, turn = past
-        if turn is None:
-            return [], ""
-        heard = ledger.heard_text(min(samples, ledger.queued))
-        if len(heard.split()) >= len(turn.text.split()):
-            return [], turn.text
-        out: list[Command] = [Emit(Truncate(t, response=response, audio_end_ms=audio_end_ms, text=heard))]
-        if heard:
-            turn.text, turn.interrupted = heard, True
-            self.history.changed(turn)
-        else:
-            self.history.remove(turn)
-            self._past[response] = (ledger, None)
-        return out, heard
+            return out, self._heard_replies.text(response)
+        return self._heard_replies.truncate(response, audio_end_ms, t)
 
     # -- internals --------------------------------------------------------
-
-    def _remember(self, r: Reply, turn: Turn | None) -> None:
-        """Keep the last replies' ledgers: a client may truncate one after it ended."""
-        self._past[r.id] = (r.ledger, turn)
-        while len(self._past) > 8:
-            self._past.pop(next(iter(self._past)))
 
     def _over_reply(self) -> bool:
         hold = self._hold
@@ -771,38 +744,7 @@ class Conversation:
         r = self._response
         if r is None or hold is None:
             return []
-        # What had played when it paused, and what the speaker played after that
-        # until the pause reached it (a fade; a client's or a device's buffer).
-        played = max(hold.played, r.ledger.played)
-        heard = r.ledger.heard_text(played)
-        audio_end_ms = round(played * 1000 / self.output_rate)
-        r.tool.calls.discard()  # a call still streaming never runs
-        out: list[Command] = [
-            Emit(
-                BargeIn(
-                    t, response=r.id, utterance=hold.utterance, reason=reason, paused_at=hold.paused_at, tokens=r.tokens
-                )
-            ),
-            CancelResponse(r.id),
-            *([StopTools(r.id)] if r.tool.running else []),
-            Emit(PlaybackStopped(t, response=r.id)),
-            Emit(Truncate(t, response=r.id, audio_end_ms=audio_end_ms, text=heard)),
-        ]
-        turn = None
-        if heard:
-            turn = self.history.add(
-                Turn(
-                    "assistant",
-                    heard,
-                    t_start=r.playback_started_at,
-                    t_end=hold.paused_at,
-                    generated_text=r.generated,
-                    interrupted=True,
-                    response=r.id,
-                )
-            )
-        out.append(Emit(TurnEnd(t, response=r.id, text=heard, interrupted=True)))
-        self._remember(r, turn)
+        out = self._heard_replies.cut(r, hold, t, reason)
         self._response = None
         self.state = self._idle_state()
         return out
@@ -812,24 +754,7 @@ class Conversation:
             return []  # judged first: resumed, or cut; not the reply yet
         if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
             return []
-        out: list[Command] = []
-        if r.playback_started_at is not None:
-            out.append(Emit(PlaybackEnd(t, response=r.id)))
-        spoken = r.ledger.spoken_text()
-        turn = None
-        if spoken:
-            turn = self.history.add(
-                Turn(
-                    "assistant",
-                    spoken,
-                    t_start=r.playback_started_at,
-                    t_end=t,
-                    generated_text=r.generated,
-                    response=r.id,
-                )
-            )
-        out.append(Emit(TurnEnd(t, response=r.id, text=spoken)))
-        self._remember(r, turn)
+        out = self._heard_replies.finished(r, t)
         self._response = None
         self.state = self._idle_state()
         if self._waiting:
