@@ -22,11 +22,9 @@ from pathlib import Path
 
 from asr.whisper import WhisperRecognizer
 from transport.files import load_audio
-from voice.bench.common import ROOT, parser
+from voice.bench.common import ROOT, SHARED, parser
 from voice.bench.scoring import word_error_rate
 from voice.shell import models
-
-SHARED = ROOT.parent / "shared" / "fixtures"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
+# The larger set of recordings beside the checkout (those of tests/fixtures and more), where there is one.
+SHARED = ROOT.parent / "shared" / "fixtures"
+SHARED_SPEECH = SHARED / "speech"
 
 
 @dataclass(frozen=True)

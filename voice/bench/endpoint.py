@@ -24,7 +24,7 @@ Prints Markdown tables and writes DIR/endpoint.json.
 
 from __future__ import annotations
 
-from voice.bench.common import ROOT, parser
+from voice.bench.common import ROOT, SHARED_SPEECH, parser
 
 # isort: split
 
@@ -69,7 +69,7 @@ def row(run: TurnRun) -> dict:
 async def _main(argv: list[str] | None) -> None:
     ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-endpoint")
-    ap.add_argument("--recordings", type=Path, default=ROOT.parent / "shared" / "fixtures" / "speech")
+    ap.add_argument("--recordings", type=Path, default=SHARED_SPEECH)
     ap.add_argument("--detectors", nargs="+", default=list(DETECTORS), choices=list(DETECTORS))
     ap.add_argument("--real-time", action="store_true", help="the finished sentences in real time too")
     args = ap.parse_args(argv)

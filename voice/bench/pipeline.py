@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from voice.app.latency import STAGES, percentile
-from voice.bench.common import ROOT, parser, rss_mb
+from voice.bench.common import ROOT, SHARED_SPEECH, parser, rss_mb
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
@@ -61,7 +61,7 @@ LATE_LIMIT_S = 0.1
 
 def find_recordings(args: list[str]) -> list[Path]:
     if not args:
-        shared = ROOT.parent / "shared" / "fixtures" / "speech"
+        shared = SHARED_SPEECH
         args = [str(shared if shared.is_dir() else ROOT / "tests" / "fixtures")]
     out: list[Path] = []
     for a in args:

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from voice.app.latency import percentile
-from voice.bench.common import ROOT, free_port, parser
+from voice.bench.common import ROOT, SHARED_SPEECH, free_port, parser
 from voice.bench.serve_process import ServeProcess
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
@@ -67,7 +67,7 @@ QUIET_S = 4.0  # a conversation is over after this long without an event (the fi
 
 
 def recording() -> Path:
-    shared = ROOT.parent / "shared" / "fixtures" / "speech" / RECORDING
+    shared = SHARED_SPEECH / RECORDING
     return shared if shared.exists() else ROOT / "tests" / "fixtures" / RECORDING
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from transport.files import load_audio
-from voice.bench.common import ROOT, parser
+from voice.bench.common import ROOT, SHARED_SPEECH, parser
 from voice.bench.fixtures import with_silence
 from voice.bench.turns import BOUNDARIES, PAUSES_S, run_turns
 from voice.core.end_of_turn import EndOfTurnConfig
@@ -156,7 +156,7 @@ async def _main(argv: list[str] | None) -> None:
     engines = await asyncio.to_thread(load_engines, EngineConfig())
     inputs = {p.stem: load_audio(p) for p in sorted(args.recordings.glob("*.wav")) if not p.stem.startswith("noise")}
     if args.pauses:
-        shared = ROOT.parent / "shared" / "fixtures" / "speech"
+        shared = SHARED_SPEECH
         for name, at_s, _ in BOUNDARIES:
             for pause_s in PAUSES_S:
                 inputs[f"{name} +{pause_s} s"] = with_silence(load_audio(shared / f"{name}.wav"), at_s, pause_s)

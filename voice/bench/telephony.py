@@ -19,11 +19,9 @@ import soxr
 from asr.whisper import WhisperRecognizer
 from transport import g711
 from transport.files import load_audio
-from voice.bench.common import ROOT, parser
+from voice.bench.common import ROOT, SHARED, parser
 from voice.bench.scoring import word_error_rate
 from voice.shell import models
-
-SHARED = ROOT.parent / "shared" / "fixtures"
 
 
 def over_the_phone(audio_16k, law: g711.Law = "ulaw"):

@@ -22,7 +22,7 @@ DIR/trace.json; ``--timelines`` also prints each replay's calls and events.
 
 from __future__ import annotations
 
-from voice.bench.common import ROOT, parser
+from voice.bench.common import ROOT, SHARED_SPEECH, parser
 
 # isort: split
 
@@ -183,7 +183,7 @@ def cpu_model() -> str:
 def find_recordings(args: list[str]) -> list[Path]:
     if args:
         return [Path(a) for a in args]
-    shared = ROOT.parent / "shared" / "fixtures" / "speech"
+    shared = SHARED_SPEECH
     return [shared / f"{name}.wav" for name in FINISHED if (shared / f"{name}.wav").is_file()]
 
 

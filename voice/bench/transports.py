@@ -34,7 +34,7 @@ from transport.client import talk
 from transport.files import load_audio
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.latency import percentile
-from voice.bench.common import ROOT, Recording, parser, recordings
+from voice.bench.common import ROOT, SHARED, Recording, parser, recordings
 from voice.bench.twilio_caller import call
 from voice.bench.webrtc_client import webrtc_call
 from voice.core.call import CallConfig
@@ -48,7 +48,7 @@ TRANSPORTS = ("ws", "twilio", "webrtc")
 
 def shared_recordings() -> list[Recording]:
     """The shared fixtures' speech (11 recordings) where they are, else the ones the repository carries."""
-    manifest = ROOT.parent / "shared" / "fixtures" / "manifest.tsv"
+    manifest = SHARED / "manifest.tsv"
     if not manifest.exists():
         return recordings()
     rows = [line.split("\t") for line in manifest.read_text().splitlines()[1:]]
