@@ -6,7 +6,20 @@ from typing import TypeVar
 
 import pytest
 
+from voice.core.barge_in import BargeInPolicy, _words, echo_similarity
 from voice.core.budget import Budget
+from voice.core.commands import (
+    CancelResponse,
+    CheckInterruption,
+    CommitSpeculation,
+    DiscardSpeculation,
+    Emit,
+    PausePlayback,
+    ResumePlayback,
+    StartResponse,
+    Synthesize,
+    TranscribeFinal,
+)
 from voice.core.events import (
     AsrFinal,
     Backchannel,
@@ -31,23 +44,7 @@ from voice.core.events import (
 )
 from voice.core.history import INTERRUPTED_MARKER
 from voice.core.ledger import Word
-from voice.core.turns import (
-    BargeInPolicy,
-    CancelResponse,
-    CheckInterruption,
-    CommitSpeculation,
-    Conversation,
-    DiscardSpeculation,
-    Emit,
-    PausePlayback,
-    ResumePlayback,
-    StartResponse,
-    State,
-    Synthesize,
-    TranscribeFinal,
-    _words,
-    echo_similarity,
-)
+from voice.core.turns import Conversation, State
 
 E = TypeVar("E", bound=Event)
 

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from voice.core.budget import Budget
-from voice.core.events import LlmDone, ToolCallEnd, ToolCallStart, TurnEnd
-from voice.core.history import History, ToolUse, Turn
-from voice.core.ledger import Word
-from voice.core.tool_calls import ToolCall, ToolCallDelta
-from voice.core.turns import (
+from voice.core.commands import (
     CancelResponse,
     CommitSpeculation,
-    Conversation,
     DiscardSpeculation,
     Emit,
     RunTool,
@@ -19,6 +14,11 @@ from voice.core.turns import (
     Synthesize,
     TranscribeFinal,
 )
+from voice.core.events import LlmDone, ToolCallEnd, ToolCallStart, TurnEnd
+from voice.core.history import History, ToolUse, Turn
+from voice.core.ledger import Word
+from voice.core.tool_calls import ToolCall, ToolCallDelta
+from voice.core.turns import Conversation
 
 TOOLS = [{"type": "function", "function": {"name": "get_current_time", "description": "now", "parameters": {}}}]
 RATE = 24000

@@ -1,7 +1,7 @@
 """How loud the microphone is: the current utterance, and the background during a reply.
 
 Pure: frame energies in, decibels out. The barge-in policy compares them
-(``voice.core.turns.BargeInPolicy``): speech over the reply must be about as loud
+(``voice.core.barge_in.BargeInPolicy``): speech over the reply must be about as loud
 as the person's own turns and stand out of what the microphone hears while
 the assistant talks and nobody speaks.
 """
