@@ -239,10 +239,6 @@ class Endpoint:
 EndOfTurnCommand = CheckEndOfTurn | Endpoint
 
 
-def _words(text: str) -> list[str]:
-    return words(text, compounds=False)  # "twenty-one": two number words
-
-
 def _is_number(word: str) -> bool:
     return word in NUMBER_WORDS or word.isdigit()
 
@@ -251,10 +247,10 @@ def trails_off(text: str, continuation_words: frozenset[str] = CONTINUATION_WORD
     """Whether ``text`` stops where a sentence goes on: on a continuation word, or in a number
     being dictated (at least two number tokens in a row at the end: "555 12", "five five",
     "twenty one"; a single one, "I'm 25", "in 1961", is left alone)."""
-    words = _words(text)
-    if not words:
+    said = words(text, compounds=False)  # "twenty-one": two number words
+    if not said:
         return False
-    return words[-1] in continuation_words or (len(words) > 1 and _is_number(words[-1]) and _is_number(words[-2]))
+    return said[-1] in continuation_words or (len(said) > 1 and _is_number(said[-1]) and _is_number(said[-2]))
 
 
 # A token that ends a sentence, as the LLM's tokenizer spells it (with its leading space, if any).
@@ -369,7 +365,8 @@ class EndOfTurn:
         ``end``; None when no reading is needed: the transcript would not count, the reading is
         off (``min_sentence_end`` None), or it is one word (never unfinished)."""
         prompt = self.completion_prompt(text)
-        if self.config.min_sentence_end is None or not self.wants_transcript(end) or len(_words(prompt)) < 2:
+        one_word = len(words(prompt, compounds=False)) < 2
+        if self.config.min_sentence_end is None or not self.wants_transcript(end) or one_word:
             return None
         return prompt
 
@@ -437,7 +434,7 @@ class EndOfTurn:
             and self._sentence_end is not None
             and self._sentence_end < floor
             and self._text is not None
-            and len(_words(f"{self._context} {self._text}")) > 1
+            and len(words(f"{self._context} {self._text}", compounds=False)) > 1
         )
 
     def _weighted(self) -> float | None:
