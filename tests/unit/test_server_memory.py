@@ -19,7 +19,7 @@ from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, tone
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-import transport.ws_server as ws_server
+import transport.outbox as outbox
 from transport.protocol import Limits, float_to_pcm16
 from transport.ws_server import ClosedSession, ServerConfig, VoiceServer
 from voice.shell.session import SessionConfig
@@ -70,7 +70,7 @@ async def _until(condition, timeout: float = 10.0) -> None:
 )
 async def test_a_client_that_does_not_read_is_told_and_closed_1008(start_server, monkeypatch, limits):
     # Time to read what the server wrote before it drops the connection (a second in the product).
-    monkeypatch.setattr(ws_server, "CLOSE_GRACE_S", 30.0)
+    monkeypatch.setattr(outbox, "CLOSE_GRACE_S", 30.0)
     server = await start_server(limits)
     sock = _small_socket(server.port)
     # max_queue=1: the client library stops reading the socket once a message waits unread.
@@ -83,11 +83,11 @@ async def test_a_client_that_does_not_read_is_told_and_closed_1008(start_server,
         for _ in range(3000):  # each is answered with an invalid_json error, which the client does not read
             await ws.send("x")
             await asyncio.sleep(0.001)  # (the server's loop runs: its writer too)
-            if conn._cut_off:
+            if conn.outbox.cut_off:
                 break
-        await _until(lambda: conn._cut_off, 10)
+        await _until(lambda: conn.outbox.cut_off, 10)
         assert time.monotonic() - t0 < 10  # (slow_client_s is 60 s where the cap is tested)
-        assert not conn._outbox and conn._outbox_bytes == 0
+        assert not conn.outbox.messages and conn.outbox.queued_bytes == 0
         received = []
         with pytest.raises(ConnectionClosed) as closed:
             while True:
@@ -117,7 +117,7 @@ async def test_a_client_that_reads_is_not_closed(start_server):
             await ws.send("x")
             await asyncio.sleep(0.001)
         assert await asyncio.wait_for(reader, 10) == 1000
-        assert not conn._cut_off
+        assert not conn.outbox.cut_off
 
 
 async def test_the_outbox_is_counted_in_bytes_and_may_always_hold_one_message(start_server):
@@ -126,14 +126,14 @@ async def test_the_outbox_is_counted_in_bytes_and_may_always_hold_one_message(st
         await _until(lambda: len(server.connections) == 1)
         (conn,) = server.connections.values()
         conn._send("é" * 2000)  # one message over the cap, alone: sent (a resumed history can be large)
-        assert not conn._cut_off and conn._outbox_bytes == 4000  # UTF-8 bytes, not characters
+        assert not conn.outbox.cut_off and conn.outbox.queued_bytes == 4000  # UTF-8 bytes, not characters
         assert await asyncio.wait_for(ws.recv(), 5) == "é" * 2000
-        await _until(lambda: conn._outbox_bytes == 0)
+        await _until(lambda: conn.outbox.queued_bytes == 0)
         conn._send(b"\0" * 600)
         conn._send(b"\0" * 600)  # 1200 bytes waiting: over
-        assert conn._cut_off and not conn._outbox
+        assert conn.outbox.cut_off and not conn.outbox.messages
         conn._send(b"\0")  # nothing more is queued
-        assert not conn._outbox
+        assert not conn.outbox.messages
 
 
 async def test_a_closed_session_keeps_its_record_not_its_state(start_server):
