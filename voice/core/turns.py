@@ -4,7 +4,9 @@
 clock: the session feeds it what happened (speech edges from the VAD, the ASR
 final, LLM deltas, synthesized chunks, samples played), each with the time on
 the session's timeline, and it answers with :data:`Command` objects that the
-session carries out. Every rule about turn-taking lives here.
+session carries out (:mod:`voice.core.commands`). Every rule about turn-taking
+lives in the core: here (who holds the floor, when each rule is asked), or in
+the module of its concern, to which the conversation delegates.
 
 States::
 
@@ -17,8 +19,9 @@ States::
 
 The person's speech is segmented the whole time, whatever the assistant does.
 
-Barge-in: see voice/core/barge_in.py (the policy) and :meth:`Conversation.speech_onset`
-(when it is asked).
+Barge-in: the policy (what speech over the reply takes the floor) is
+:mod:`voice.core.barge_in`; the reply pauses on the speech's onset
+(:meth:`Conversation.speech_onset`) and is cut or resumed here.
 
 Nothing the person says is lost. Speech that goes on after an endpoint is
 speech over the reply, whenever the reply starts: one that starts while the
@@ -30,8 +33,11 @@ its turn even should the final pass find none. Finals that came while a reply
 played on without being judged (an earlier one held it) are answered with the
 next turn, in one reply, and stored when the session ends unanswered.
 
-Speculation: see voice/core/speculation.py.
-Tools: see voice/core/tool_rounds.py.
+Elsewhere: the reply in flight and its tool-round state (:mod:`voice.core.reply`),
+the reply started before the endpoint (:mod:`voice.core.speculation`), tool
+calls, their rounds and the filler (:mod:`voice.core.tool_rounds`), what of a
+reply was heard and is stored (:mod:`voice.core.truncation`), the words of a
+transcript (:mod:`voice.core.words`).
 """
 
 from __future__ import annotations
