@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import soxr
 
 from transport.playback import PlaybackAccount
+from transport.resample import Resampler
 from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
 from voice.shell.device import Captured, Played, UncontrolledSpeaker
 
@@ -38,7 +38,7 @@ class ClientDevice(UncontrolledSpeaker):  # the client holds and drops its own b
         self._input = np.zeros(0, dtype=np.float32)  # 16 kHz, received and not yet fed
         self._input_start: float | None = None  # when the first audio arrived
         self._fed = 0  # blocks fed so far
-        self._to_16k = soxr.ResampleStream(output_rate, ASR_RATE, 1, dtype="float32")
+        self._to_16k = Resampler(output_rate, ASR_RATE)  # what the client played: the echo reference
         self._far = np.zeros(0, dtype=np.float32)  # what the client played, at 16 kHz, not yet given
         self._reported: list[Played] = []
 
@@ -67,7 +67,7 @@ class ClientDevice(UncontrolledSpeaker):  # the client holds and drops its own b
         k = n * ASR_BLOCK
         mic, self._input = self._input[:k], self._input[k:]
         self._fed += n
-        self._far = np.concatenate([self._far, self._to_16k.resample_chunk(self.account.take_played_audio())])
+        self._far = np.concatenate([self._far, self._to_16k(self.account.take_played_audio())])
         # Played reports come in bursts, not per block: a gap is silence then.
         far, self._far = self._far[:k], self._far[k:]
         return Captured(mic, np.pad(far, (0, k - len(far))))

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import soxr
 
 from transport.echo_path import EchoPath
+from transport.resample import Resampler
 from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
 from voice.shell.device import Captured, Played, UncontrolledSpeaker
 from voice.shell.pump import Pump
@@ -58,7 +58,7 @@ class ReplayDevice(UncontrolledSpeaker):  # its speaker plays each block as it i
         self.blocks = 0  # input blocks given
         self._track: list[np.ndarray] = [np.zeros(self.out_block, dtype=np.float32)]  # one block leads the reply
         self._played: list[Played] = []
-        self._to_16k = soxr.ResampleStream(output_rate, ASR_RATE, 1, dtype="float32")
+        self._to_16k = Resampler(output_rate, ASR_RATE)
         self._far = np.zeros(0, dtype=np.float32)  # the speaker's output at 16 kHz, not yet given
         self._echo = echo
         self._echo_buf = np.zeros(0, dtype=np.float32)  # echo still to reach the microphone
@@ -89,7 +89,7 @@ class ReplayDevice(UncontrolledSpeaker):  # its speaker plays each block as it i
         self._track.append(block)
         if len(audio):
             self._played.append(Played(response, len(audio)))
-        far = self._to_16k.resample_chunk(block)
+        far = self._to_16k(block)
         self._far = np.concatenate([self._far, far])
         if self._echo is not None:
             self._echo_buf = np.concatenate([self._echo_buf, self._echo(far)])

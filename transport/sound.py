@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from time import monotonic
 
 import numpy as np
-import soxr
 
 from transport.reference import ReferenceTrack
+from transport.resample import Resampler
 from voice.core.audio import ASR_RATE
 
 
@@ -103,9 +103,10 @@ class SoundCard:
         self.output_rate = output_rate
         self.block = max(1, round(block_s * self.rate))
         self.lead = round(lead_s * self.rate)
-        self._to_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
-        self._to_device = soxr.ResampleStream(output_rate, self.rate, 1, dtype="float32")
-        self._far_16k = soxr.ResampleStream(self.rate, ASR_RATE, 1, dtype="float32")
+        # This transport's edge: the microphone and the speaker's signal to 16 kHz, the reply to the device.
+        self._to_16k = Resampler(self.rate, ASR_RATE)
+        self._to_device = Resampler(output_rate, self.rate)
+        self._far_16k = Resampler(self.rate, ASR_RATE)
         self._lock = threading.Lock()  # between the two callbacks and the event loop
         self._captured: deque[tuple[np.ndarray, np.ndarray]] = deque()  # (mic, far) per input block
         self._out = np.zeros(0, dtype=np.float32)  # reply audio at the device rate, not yet given to the device
@@ -296,7 +297,7 @@ class SoundCard:
             far.append(f)
         if not mic:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
-        return self._to_16k.resample_chunk(np.concatenate(mic)), self._far_16k.resample_chunk(np.concatenate(far))
+        return self._to_16k(np.concatenate(mic)), self._far_16k(np.concatenate(far))
 
     def room(self) -> int:
         """Reply samples (at the output rate) the buffer takes now without running more than ``lead`` ahead."""
@@ -306,7 +307,7 @@ class SoundCard:
 
     def play(self, audio: np.ndarray) -> None:
         """Queue reply audio (at the output rate) for the speaker."""
-        audio = self._to_device.resample_chunk(audio)
+        audio = self._to_device(audio)
         self._in_resampler = True
         with self._lock:
             self._out = np.concatenate([self._out, audio])
@@ -315,8 +316,7 @@ class SoundCard:
         """No more reply audio for now: let out the last samples the resampler holds back."""
         if not self._in_resampler:
             return
-        tail = self._to_device.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-        self._to_device = soxr.ResampleStream(self.output_rate, self.rate, 1, dtype="float32")
+        tail = self._to_device.flush()
         self._in_resampler = False
         with self._lock:
             self._out = np.concatenate([self._out, tail])
@@ -334,7 +334,7 @@ class SoundCard:
     def flush(self) -> None:
         if self.wedged:  # the device is gone, and its resamplers with it (see _wedge)
             return
-        self._to_device = soxr.ResampleStream(self.output_rate, self.rate, 1, dtype="float32")
+        self._to_device.reset()
         self._in_resampler = False
         with self._lock:
             self.dropped_device += len(self._out)

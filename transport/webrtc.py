@@ -32,12 +32,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import soxr
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
 from transport.playback import PlaybackAccount
+from transport.resample import Resampler, resampler
 from voice.core.audio import ASR_RATE, BLOCK_S
 from voice.shell.device import Captured, Played
 
@@ -161,7 +161,7 @@ class Microphone:
 
     def __init__(self) -> None:
         self._chunks: list[np.ndarray] = []
-        self._to_16k: soxr.ResampleStream | None = None
+        self._to_16k: Resampler | None = None  # this transport's edge: the decoded RTP to 16 kHz
         self._rate = 0
         self.last_audio = time.monotonic()  # when a frame last came (the connection's idle watch)
         self.listening = False  # a track is being read (one microphone a peer)
@@ -182,9 +182,9 @@ class Microphone:
         x = (x * scale).astype(np.float32)
         if frame.sample_rate != self._rate:
             self._rate = frame.sample_rate
-            self._to_16k = None if self._rate == ASR_RATE else soxr.ResampleStream(self._rate, ASR_RATE, 1, "float32")
+            self._to_16k = resampler(self._rate, ASR_RATE)
         if self._to_16k is not None:
-            x = self._to_16k.resample_chunk(x)
+            x = self._to_16k(x)
         self._chunks.append(x)
         self.last_audio = time.monotonic()
 

@@ -20,7 +20,6 @@ import base64
 from typing import Any
 
 import numpy as np
-import soxr
 
 from transport import g711
 from transport.protocol import (
@@ -35,6 +34,7 @@ from transport.protocol import (
 from transport.realtime.client_events import ClientEvents
 from transport.realtime.messages import FORMAT, G711, RATE
 from transport.realtime.server_events import ServerEvents, _Reply
+from transport.resample import resampler
 from transport.wire import MAX_QUOTE
 
 
@@ -68,7 +68,7 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
         self.instructions: str | None = None
         self._events = 0
         self.output_rate = output_rate
-        self._to_24k = None if output_rate == RATE else soxr.ResampleStream(output_rate, RATE, 1, dtype="float32")
+        self._to_24k = resampler(output_rate, RATE)  # the reply as audio/pcm: this dialect's edge
         self.input_format = self.output_format = "audio/pcm"  # or a G711 type (session.update)
         self._to_8k: g711.To8k | None = None  # for a G.711 output
         self._user_items: dict[int, str] = {}  # utterance -> item id
@@ -181,7 +181,7 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
             payload = g711.encode(self._to_8k(samples), G711[self.output_format])
         else:
             if self._to_24k is not None:
-                samples = self._to_24k.resample_chunk(samples)
+                samples = self._to_24k(samples)
             payload = float_to_pcm16(samples)
         if not payload:  # the resampler kept this chunk back: nothing to send yet
             return []
