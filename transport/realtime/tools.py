@@ -1,5 +1,7 @@
 """The client's own tools, as Realtime's ``session.update`` gives them: checked and put in the
-shape the chat API takes them (the model is offered them; the client runs the calls)."""
+shape the chat API takes them (the model is offered them; the client runs the calls). Their
+parameters are checked by the one tool-argument checker (``voice/tools/arguments.py``), which
+checks each call's arguments against them too."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 from typing import Any
 
 from transport.wire import quote
+from voice.tools.arguments import schema_problem
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -14,8 +17,6 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def _function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
     """Realtime's tools (``{"type": "function", "name", "description", "parameters"}``) as the chat
     API takes them, or what is wrong with them."""
-    import jsonschema
-
     specs = []
     for i, t in enumerate(tools):
         name = t.get("name")
@@ -24,10 +25,9 @@ def _function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             return f"tools[{i}]: a function's name is 1-64 letters, digits, _ or -"
         parameters = t.get("parameters") or {"type": "object", "properties": {}}
-        try:
-            jsonschema.Draft202012Validator.check_schema(parameters)
-        except jsonschema.SchemaError as e:
-            return f"tools[{i}] ({name}): parameters is not a JSON schema ({e.message})"
+        problem = schema_problem(parameters)
+        if problem is not None:
+            return f"tools[{i}] ({name}): parameters is not a JSON schema ({problem})"
         function = {"name": name, "description": str(t.get("description") or ""), "parameters": parameters}
         specs.append({"type": "function", "function": function})
     return specs
