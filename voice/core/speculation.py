@@ -9,7 +9,7 @@ is no reply: the person still holds the floor, nothing of it is played, none
 of its events but ``speculative_start`` is emitted, and speech over it cannot
 pause or cut it. It can start earlier, on the pause's closing partial (the
 partial model's words for all the speech before the pause,
-:meth:`Conversation.closing_partial`): the early final then keeps it if it
+:meth:`~voice.core.turns.Conversation.closing_partial`): the early final then keeps it if it
 hears the same words, case and punctuation aside, else starts it again on its
 own. Then:
 

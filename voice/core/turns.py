@@ -93,8 +93,8 @@ from voice.core.tool_rounds import ToolRounds
 from voice.core.truncation import HeardReplies
 
 # Names that moved to voice.core.commands and voice.core.barge_in (issue 31), re-exported here for
-# the callers not yet moved (the session, the CLI, tests/unit/test_store.py): remove once they import
-# from the new modules.
+# the callers not yet moved (voice/shell/config.py, tests/unit/test_store.py, any other branch):
+# remove once they import from the new modules.
 __all__ = [
     "BACKCHANNELS",
     "STOP_WORDS",
