@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 
 import numpy as np
 import pytest
 import pytest_asyncio
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import recordings
 from transport.files import load_audio
 from transport.ws_server import ServerConfig, VoiceServer
 from tts.piper_tts import PiperTTS
 from voice.bench.scoring import word_error_rate
-from voice.bench.twilio_caller import Listen, Press, Quiet, Say, call, to_8k
+from voice.bench.twilio_caller import SID, START, Listen, Press, Quiet, Say, call, to_8k
 from voice.core.audio import ASR_RATE
 from voice.core.call import CallConfig, IdlePolicy
 from voice.core.events import ToolCallEnd
@@ -141,3 +145,52 @@ async def test_the_end_call_tool_hangs_up(tool_server):
     assert record.close_code == 1000 and took < 60.0, took  # hung up by the tool, not by the caller
     goodbye = record.history.turns[-1]
     assert goodbye.role == "assistant" and goodbye.text and not goodbye.interrupted
+
+
+# What a user sent in 66 connections (issue 31): each one a clear line in the log, none a traceback,
+# and a DTMF digit holding a lone surrogate never reaches the model or the store.
+MALFORMED = [
+    "not json",
+    "[]",
+    '{"event": 3}',
+    '{"event": "nope"}',
+    '{"event": "media"}',
+    '{"event": "start", "start": []}',
+    '{"event": "media", "media": {"payload": 12}}',
+    '{"event": "media", "media": {"payload": "%%"}}',
+    '{"event": "mark", "mark": {"name": ["1"]}}',
+    '{"event": "dtmf", "dtmf": {"digit": 5}}',
+    '{"event": "dtmf", "dtmf": {"digit": "\\ud800"}}',
+    '{"event": "dtmf", "streamSid": "\\udfff", "dtmf": {"digit": "1"}}',
+    '{"event": "dtmf", "dtmf": {"digit": "1", "deep": ' + "[" * 3000 + "]" * 3000 + "}}",
+    '{"event": "stop", "stop": ' + '{"a": ' * 1000 + "1" + "}" * 1000 + "}",
+]
+
+
+async def test_malformed_media_streams_messages_are_one_line_each_and_reach_nothing(voice_server, caplog):
+    before = set(voice_server.closed)
+    caplog.set_level(logging.INFO)
+    async with connect(f"ws://127.0.0.1:{voice_server.port}/telephony/twilio") as ws:
+        await ws.send(json.dumps(START))
+        for bad in MALFORMED:
+            await ws.send(bad)
+        await ws.send(json.dumps({"event": "stop", "streamSid": SID, "stop": {"callSid": "CA456"}}))
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(30):
+                while True:
+                    await ws.recv()  # the greeting's media and marks, until the server hangs up
+    assert ws.close_code == 1000
+    for _ in range(200):
+        ended = [record for sid, record in voice_server.closed.items() if sid not in before]
+        if ended:
+            break
+        await asyncio.sleep(0.05)
+    (record,) = ended
+    dropped = [r.getMessage() for r in caplog.records if "a Media Streams message dropped" in r.getMessage()]
+    assert len(dropped) == len(MALFORMED), dropped
+    assert all("\n" not in line for line in dropped)
+    assert not [r for r in caplog.records if r.exc_info is not None or r.levelno >= logging.ERROR]
+    assert not record.errors
+    assert all(turn.role == "assistant" for turn in record.history.turns)  # no key press was a turn
+    health = voice_server.health()
+    assert health["status"] == "ready"
