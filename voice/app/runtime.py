@@ -1,0 +1,219 @@
+"""What every mode of ``python -m voice.run`` starts from: the configurations its options make, the logging,
+and the :class:`Runtime` (the store, the metrics, the engines, the session), shut down the same way by each mode."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import faulthandler
+import logging
+import os
+import signal
+import sys
+import time
+
+from llm.base import GenerationConfig
+from voice.app.conversations import Conversations, Opened, SessionError
+from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
+from voice.app.metrics import PipelineMetrics, serve
+from voice.app.options import configure
+from voice.core.barge_in import BargeInPolicy
+from voice.core.call import CallConfig, IdlePolicy
+from voice.core.end_of_turn import EndOfTurnConfig
+from voice.core.endpointing import EndpointConfig
+from voice.shell.clock import Clock
+from voice.shell.engines import EngineConfig, Engines, start_engines
+from voice.shell.session import Session, SessionConfig
+from voice.tools import Tools
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A problem the person can fix: said in one line, exit code 2."""
+
+
+def _warn(message: str) -> None:
+    print(f"voice.run: {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str) -> int:
+    _warn(message)
+    return EXIT_USAGE
+
+
+def set_up_logging(args: argparse.Namespace) -> None:
+    """The run's logs: --log-json's JSON lines or plain warnings (--verbose: the engines' chatter too)."""
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: where every thread is, on stderr (a run that hangs)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if not args.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+    if args.log_json:
+        use_json_logs()
+        if not args.verbose:  # the pipeline's events and errors, not every library's chatter
+            for name in ("vllm", "faster_whisper", "httpx"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+    else:
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def end_of_turn_config(args: argparse.Namespace) -> EndOfTurnConfig | None:
+    """The end-of-turn decisions the flags ask for (None: silence alone). Raises ValueError."""
+    if args.turn_detector == "silence":
+        return None
+    return configure(args, EndOfTurnConfig)
+
+
+def engine_config(args: argparse.Namespace, llm_model: str, smart_turn: bool) -> EngineConfig:
+    """The engines the options ask for, with ``llm_model`` (chosen with the tools) and Smart Turn or not."""
+    urls = args.llm_url or []
+    return configure(
+        args,
+        EngineConfig,
+        smart_turn=smart_turn,
+        llm_model=llm_model,
+        llm_url=urls[0] if urls else None,
+        llm_urls=tuple(urls[1:]),
+        generation=configure(args, GenerationConfig),
+    )
+
+
+def session_config(args: argparse.Namespace, end_of_turn: EndOfTurnConfig | None) -> SessionConfig:
+    """How each conversation is held: turn-taking, barge-in, the early final, tools and the prompt."""
+    given = {"early_final_s": None} if args.no_early_final else {}
+    config = configure(
+        args,
+        SessionConfig,
+        endpoint=configure(args, EndpointConfig),
+        end_of_turn=end_of_turn,
+        barge_in=configure(args, BargeInPolicy),
+        **given,
+    )
+    if args.system_prompt is not None:
+        config = dataclasses.replace(config, system_prompt=args.system_prompt)
+    return config
+
+
+def call_config(args: argparse.Namespace) -> CallConfig:
+    """How phone calls are held, from the --call-* options."""
+    idle = None
+    if args.call_idle_s > 0:
+        idle = IdlePolicy(args.call_idle_s, args.call_reprompt, args.call_goodbye, max(args.call_reprompts, 0))
+    return CallConfig(greeting=args.call_greeting.strip() or None, idle=idle)
+
+
+class Runtime:
+    """What every mode starts with, and shuts down the same way: the store, the metrics, the engines.
+
+    ``store``: open the conversation store (``--db``); ``resume``: open the
+    conversation this run goes on with (a new one, or ``--session``'s) before
+    the engines load, so that a wrong id is said before a minute of loading.
+    """
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        engine_cfg: EngineConfig,
+        store: bool,
+        resume: bool,
+        system_prompt: str | None = None,
+        tools: Tools | None = None,
+    ) -> None:
+        self.args = args
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.engine_cfg = engine_cfg
+        self._want_store = store
+        self._want_conversation = resume
+        self.store = None
+        self.conversations: Conversations | None = None
+        self.opened: Opened | None = None
+        self.metrics: PipelineMetrics | None = None
+        self.engines: Engines | None = None
+        self.cold_s = 0.0
+
+    async def __aenter__(self) -> Runtime:
+        args = self.args
+        if self._want_store:
+            self.store = open_store(args)
+        if self.store is not None:
+            self.conversations = Conversations(self.store)
+        if self._want_conversation and self.conversations is not None:
+            try:
+                self.opened = self.conversations.open(args.session, self.system_prompt, strict=True)
+            except SessionError as e:
+                await self.aclose()
+                raise UsageError(f"{e} (python -m voice.history list shows the stored ones)") from e
+            if self.opened.store_error is not None:
+                _warn(f"{self.opened.store_error}; this conversation is kept in memory only")
+        if args.metrics_port is not None:
+            self.metrics = PipelineMetrics()
+            serve(self.metrics, args.metrics_port)
+            print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        print("loading engines ...", file=sys.stderr, flush=True)
+        try:  # Ctrl+C here stops the engine processes still starting (LoadInterrupted)
+            self.engines = await start_engines(self.engine_cfg)
+        except BaseException:
+            await self.aclose()
+            raise
+        self.cold_s = time.monotonic() - t0
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self.engines is not None:
+            await self.engines.aclose()
+            self.engines = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.opened.session_id if self.opened is not None else None
+
+    def session(
+        self, mode: str, clock: Clock, config: SessionConfig, sinks: list[EventSink], lockstep: bool = False
+    ) -> Session:
+        """The run's one session, with the observers every mode has (metrics, --log-json) after ``sinks``;
+        they know it by its stored id, else by the ``mode``."""
+        assert self.engines is not None
+        name = self.session_id or mode
+        sinks = list(sinks)
+        if self.metrics is not None:
+            sinks.append(self.metrics.sink(name))
+        if self.args.log_json:
+            sinks.append(event_logger(name))
+        history = self.opened.history if self.opened is not None else None
+        return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep, tools=self.tools)
+
+    def saved(self, hint: str) -> None:
+        """Say where the conversation is kept; it is stored with its first turn, so not when nothing was said."""
+        recorder = self.opened.recorder if self.opened is not None else None
+        if recorder is None or self.session_id is None:
+            return
+        if recorder.stored:
+            print(f"saved as {self.session_id} ({hint.format(id=self.session_id[:8])})", file=sys.stderr)
+        elif not recorder.pending:
+            print("nothing was said: no conversation saved", file=sys.stderr)
+
+
+def open_store(args: argparse.Namespace):
+    """The conversation store, or None (with a one-line warning) when it cannot be used."""
+    from voice.app.store import ConversationStore, StoreError, UnsupportedDatabase, default_db_path
+
+    path = args.db or default_db_path()
+    try:
+        store = ConversationStore.open(path)
+    except UnsupportedDatabase as e:
+        raise UsageError(str(e)) from e
+    except StoreError as e:
+        _warn(f"{e}; this conversation is kept in memory only")
+        return None
+    store.prune_soon()  # sessions with no turns, left by earlier versions (python -m voice.history prune)
+    return store
