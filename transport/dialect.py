@@ -14,7 +14,7 @@ frames through ``transport/wire.py``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from transport.protocol import Action, Send, TruncateReply
 from voice.core.events import Event
 
 
+@runtime_checkable
 class Dialect(Protocol):
     """One connection's dialect state. Nothing here raises on what a client sent."""
 

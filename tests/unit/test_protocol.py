@@ -547,3 +547,24 @@ def test_a_lone_surrogate_is_refused_by_both_dialects_never_passed_on(proto, tex
     update = text.replace('"hello", "sample_rate": 16000, "session"', '"session.update", "session": {"instructions"')
     (error,) = realtime.receive_text(update + "}")
     assert json.loads(error.message)["error"]["code"] == "invalid_json" and realtime.instructions is None
+
+
+@pytest.mark.parametrize("dialect", ["VoiceProtocol", "RealtimeProtocol", "TwilioProtocol"])
+def test_every_dialect_is_a_dialect_with_the_connections_signatures(dialect):
+    """The connection holds each dialect as a ``transport.dialect.Dialect``: every method, every parameter it passes."""
+    import inspect
+
+    from transport.dialect import Dialect
+    from transport.realtime import RealtimeProtocol
+    from transport.twilio import TwilioProtocol
+
+    cls = {"VoiceProtocol": VoiceProtocol, "RealtimeProtocol": RealtimeProtocol, "TwilioProtocol": TwilioProtocol}
+    instance = cls[dialect]("s" * 32, 24000)
+    assert isinstance(instance, Dialect)
+    for name, member in vars(Dialect).items():
+        if name.startswith("_") or not callable(member):
+            continue
+        wanted = list(inspect.signature(member).parameters)[1:]
+        given = inspect.signature(getattr(instance, name)).parameters
+        assert wanted == list(given)[: len(wanted)], (dialect, name)
+        assert all(p.default is not inspect.Parameter.empty for p in list(given.values())[len(wanted) :]), name
