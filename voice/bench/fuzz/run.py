@@ -6,7 +6,7 @@
 Starts a real server (``python -m voice.run --serve``, its own process, a
 token, a store in a fresh folder, its log in a file), holds a warm-up
 conversation, then attacks it over loopback on both dialects (``/ws`` and
-``/v1/realtime``), everything made from one seed (``voice/bench/fuzz.py``):
+``/v1/realtime``), everything made from one seed (``voice/bench/fuzz/``):
 
 1. at least 10,000 malformed messages (``--quick``: 1,000) by category, each
    followed by a probe the server must answer, so every answer (error code,
