@@ -44,6 +44,7 @@ from voice.shell.engines import Engines
 from voice.shell.session import SessionConfig
 
 
+@dataclass
 class SpeculationFigures:
     turns: int = 0
     speculated: int = 0
