@@ -158,7 +158,7 @@ def test_end_of_turn_flags_out_of_range_are_one_line():
 
 def test_the_end_of_turn_flags_make_the_session_config():
     from voice.app.cli import build_parser, end_of_turn_config
-    from voice.shell.session import SessionConfig
+    from voice.shell.config import SessionConfig
 
     assert end_of_turn_config(build_parser().parse_args(["--turn-detector", "silence"])) is None
     default = end_of_turn_config(build_parser().parse_args([]))  # Smart Turn (README: Turn-taking)

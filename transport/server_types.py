@@ -19,8 +19,8 @@ from transport.access import Access, is_loopback
 from transport.protocol import Limits
 from voice.core.call import CallConfig
 from voice.core.events import Event
+from voice.shell.config import SessionConfig
 from voice.shell.engines import Engines
-from voice.shell.session import SessionConfig
 from voice.tools import Tools
 
 

@@ -16,8 +16,9 @@ from transport.files import load_audio
 from transport.replay import replay
 from voice.core.events import Event, event_from_json
 from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, Engines, load_engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 from voice.tools import Tools
 
 E = TypeVar("E", bound=Event)

@@ -17,7 +17,8 @@ from voice.app.metrics import PipelineMetrics, serve
 from voice.bench.sequential import sequential_turns
 from voice.core.events import BargeIn, Event, LlmDone, PlaybackEnd, SpeechStart
 from voice.shell.clock import VirtualClock
-from voice.shell.session import Session, SessionConfig
+from voice.shell.config import SessionConfig
+from voice.shell.session import Session
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

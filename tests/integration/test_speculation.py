@@ -36,7 +36,8 @@ from voice.core.events import (
 )
 from voice.core.history import Turn
 from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.session import Session, SessionConfig
+from voice.shell.config import SessionConfig
+from voice.shell.session import Session
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

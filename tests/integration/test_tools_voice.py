@@ -19,8 +19,8 @@ from voice.core.audio import ASR_RATE
 from voice.core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
 from voice.core.tool_calls import ToolCallDelta
 from voice.shell import models
+from voice.shell.config import SessionConfig
 from voice.shell.engines import Engines
-from voice.shell.session import SessionConfig
 from voice.tools import Tools, load_tools, tool
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]

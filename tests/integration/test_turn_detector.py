@@ -17,7 +17,7 @@ from voice.bench.fixtures import SHARED_SPEECH, with_silence
 from voice.bench.scoring import word_error_rate
 from voice.bench.turns import run_turns
 from voice.core.events import EndOfTurnText
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

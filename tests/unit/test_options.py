@@ -14,8 +14,8 @@ from voice.core.barge_in import BargeInPolicy
 from voice.core.call import CallConfig
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig
-from voice.shell.session import SessionConfig
 
 parse = build_parser().parse_args
 

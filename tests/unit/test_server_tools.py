@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosedOK
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.core.tool_calls import ToolCallDelta
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 from voice.tools import load_tools
 
 

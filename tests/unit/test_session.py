@@ -50,9 +50,10 @@ from voice.core.events import (
 )
 from voice.core.partials import PartialConfig
 from voice.shell.clock import VirtualClock
+from voice.shell.config import SessionConfig
 from voice.shell.device import Captured
 from voice.shell.pump import Pump
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 from voice.shell.work import Serves
 
 E = TypeVar("E", bound=Event)

@@ -17,7 +17,8 @@ from test_session import INTERRUPTION_HZ, QUESTION_HZ, WORDS, run
 from voice.core.events import BargeIn, Event, ToolCallEnd, ToolCallStart, TtsChunk, TurnEnd
 from voice.core.tool_calls import ToolCallDelta
 from voice.shell.clock import VirtualClock
-from voice.shell.session import Session, SessionConfig
+from voice.shell.config import SessionConfig
+from voice.shell.session import Session
 from voice.tools import Tools, load_tools, tool
 
 

@@ -23,7 +23,7 @@ from voice.app.store import ConversationStore
 from voice.bench.twilio_caller import SID, START, Listen, Quiet, Say, call, mark, media, to_8k
 from voice.core.call import CallConfig, IdlePolicy
 from voice.core.events import PlaybackStopped, TurnEnd
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 
 
 def started() -> TwilioProtocol:

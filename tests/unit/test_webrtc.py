@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from transport.webrtc import PLAYOUT_DELAY_S, Microphone, OfferError, ReplyTrack, read_offer
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.bench.webrtc_client import webrtc_call
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 
 SDP = (
     "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"

@@ -22,8 +22,9 @@ from voice.core.call import CallConfig, IdlePolicy
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
 from voice.shell.clock import Clock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, Engines, start_engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 from voice.tools import Tools
 
 EXIT_USAGE = 2

@@ -9,9 +9,9 @@ import sys
 
 from voice.app.runtime import Runtime, fail
 from voice.shell.clock import MonotonicClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig
 from voice.shell.pump import Pump
-from voice.shell.session import SessionConfig
 from voice.tools import Tools
 
 

@@ -19,8 +19,8 @@ from voice.app.latency import format_table, turn_latencies
 from voice.app.runtime import Runtime
 from voice.core.events import Event
 from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig
-from voice.shell.session import SessionConfig
 from voice.tools import Tools
 
 

@@ -11,8 +11,8 @@ from voice.app.logs import event_logger
 from voice.app.metrics import PipelineMetrics
 from voice.app.runtime import Runtime, call_config, fail
 from voice.core.events import Event
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig
-from voice.shell.session import SessionConfig
 from voice.tools import Tools
 
 
