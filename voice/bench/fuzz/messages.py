@@ -119,7 +119,7 @@ WS_HELLO = json.dumps({"type": "hello", "sample_rate": 16000, "acks": True})
 
 def probe(n: int) -> str:
     """A message every dialect answers with exactly one ``unknown_type`` error that names ``n``."""
-    return json.dumps({"type": f"probe.{n}"})
+    return json.dumps({"type": f"fuzz.probe.{n}"})
 
 
 PROBE_RE = re.compile(r"fuzz\.probe\.(\d+)")
