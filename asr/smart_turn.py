@@ -39,7 +39,7 @@ the shared recordings, transformers' own two paths gave answers within 1e-3
 of each other on 77 % of them, and 0.28 apart at most.)
 tests/integration/test_smart_turn.py checks both.
 
-Cost (scripts/bench_turn, docs/bench/bench_turn.json): on a 2-core AMD EPYC
+Cost (python -m voice.bench smart_turn, docs/bench/bench_turn.json): on a 2-core AMD EPYC
 with AVX-512, a call takes 83 ms at p50 and 89 ms at p90 with one thread in
 float32 (int8: 54 and 57 ms, the same run), whatever the audio's length (the
 model always reads 8 s); the features are 3 ms of it. Two threads are no
@@ -130,7 +130,7 @@ class SmartTurn:
     """
 
     def __init__(self, model: Path | onnxruntime.InferenceSession, threads: int = 1) -> None:
-        """``threads``: onnxruntime's intra-op threads for one call (1, as Pipecat; see scripts/bench_turn)."""
+        """``threads``: onnxruntime's intra-op threads for one call (1, as Pipecat; see voice.bench smart_turn)."""
         self.session = model if isinstance(model, onnxruntime.InferenceSession) else load_session(model, threads)
         (inp,) = self.session.get_inputs()
         if inp.name != "input_features" or list(inp.shape[1:]) != [N_MELS, FRAMES]:

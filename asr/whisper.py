@@ -10,7 +10,7 @@ on a CPU the encoder pass over those 30 s is most of a call's cost (base,
 a few seconds, so :meth:`WhisperRecognizer.recognize` encodes only the audio
 plus ``pad_s`` of silence (CTranslate2 accepts fewer than 3000 frames) and
 decodes greedily from that: about 4x faster here, with the same words on the
-shared recordings (scripts/bench_asr). Less than ~3 s of padding makes
+shared recordings (python -m voice.bench asr). Less than ~3 s of padding makes
 Whisper hallucinate on short clips, so the padding stays; and where the
 short window still makes it repeat itself (seen on speech cut off
 mid-word), that call is decoded again over the full window. Audio longer

@@ -3,7 +3,7 @@
 The Python scripts here start with ``#!/usr/bin/env python3``: whatever python3
 comes first on PATH, without the pipeline's packages unless the .venv is
 activated. Imported first, this re-runs the script with the .venv's interpreter
-when it is another one, so ``scripts/bench --out DIR`` works as the README shows
+when it is another one, so ``scripts/make_turn_fixtures --out DIR`` works as the docs show
 it. No .venv: one line that says to run scripts/setup.
 """
 

@@ -10,7 +10,7 @@ Memory: ONNX Runtime's CPU arena keeps the peak of the longest sentence ever
 spoken (516 MB of RSS after one 12.5 s sentence, +104 MB over a second
 conversation of the same length), so on the CPU the voice runs on one
 process-wide arena that keeps a first 64 MiB region and gives back what a call
-grew beyond it when the call ends (measured in ``scripts/bench_tts_memory``).
+grew beyond it when the call ends (measured in ``python -m voice.bench tts_memory``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Metrics, structured logs, the sequential baseline and the conversation
-replay of scripts/bench, on the real engines."""
+replay of python -m voice.bench pipeline, on the real engines."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ from voice.bench.fixtures import with_silence
 from voice.bench.turns import BOUNDARIES, FINISHED, PAUSES_S, TurnRun, run_turns
 from voice.core.audio import ASR_RATE
 from voice.core.end_of_turn import EndOfTurnConfig
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}

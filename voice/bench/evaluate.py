@@ -26,8 +26,9 @@ from transport.files import load_audio
 from transport.replay import replay
 from voice.core.events import BargeIn, Event, PlaybackStart
 from voice.shell.clock import MonotonicClock, VirtualClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import Engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 
 E = TypeVar("E", bound=Event)
 

@@ -31,8 +31,8 @@ from voice.bench.evaluate import FixtureRun, run_fixture
 from voice.bench.fixtures import ECHO_DB, load_manifest
 from voice.bench.scoring import word_error_rate
 from voice.core.events import AsrFinal, Backchannel, SpeechStart
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, Engines, load_engines
-from voice.shell.session import SessionConfig
 
 ONSET_LEAD_S = 0.3
 ASR_PATHS = ("linear", "suppressed", "off")

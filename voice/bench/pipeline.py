@@ -114,8 +114,9 @@ async def _main(argv: list[str] | None) -> None:
     from voice.bench.turns import BEFORE_ISSUE_15
     from voice.core.events import Event
     from voice.shell.clock import MonotonicClock
+    from voice.shell.config import SessionConfig
     from voice.shell.engines import EngineConfig, load_engines
-    from voice.shell.session import Session, SessionConfig
+    from voice.shell.session import Session
 
     recs = find_recordings(args.recordings)
     if args.quick:

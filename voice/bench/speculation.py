@@ -40,8 +40,8 @@ from voice.bench.fixtures import with_silence
 from voice.bench.turns import BOUNDARIES, PAUSES_S, run_turns
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.events import Event, ResponseStart, SpeculativeCommit, SpeculativeDiscard, SpeculativeStart
+from voice.shell.config import SessionConfig
 from voice.shell.engines import Engines
-from voice.shell.session import SessionConfig
 
 
 @dataclass

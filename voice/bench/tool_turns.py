@@ -48,8 +48,9 @@ from voice.core.events import (
     TtsChunk,
 )
 from voice.shell.clock import MonotonicClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, load_engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 from voice.tools import ToolContext, Tools, builtin, load_tools
 
 MODEL = "qwen2.5-coder-0.5b"

@@ -34,7 +34,7 @@ from voice.bench.tool_requests import REQUESTS
 from voice.core.audio import ASR_RATE
 from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
 from voice.shell import models
-from voice.shell.session import SessionConfig
+from voice.shell.config import SessionConfig
 from voice.tools import load_tools
 
 # The session's system prompt with tools: its default, then SessionConfig.tools_prompt.

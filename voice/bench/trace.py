@@ -44,8 +44,9 @@ from voice.bench.engine_calls import FIRST_TOKENS, Call, CallLog, run_alone, tim
 from voice.bench.turns import BEFORE_ISSUE_15, FINISHED
 from voice.core.events import Event, PlaybackStart, SpeechEnd
 from voice.shell.clock import MonotonicClock
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, Engines, load_engines
-from voice.shell.session import Session, SessionConfig
+from voice.shell.session import Session
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}

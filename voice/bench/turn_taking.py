@@ -42,8 +42,8 @@ from voice.bench.fixtures import ECHO_DB, PAUSES_S, load_manifest
 from voice.bench.interruptions import InterruptionRun, path_config
 from voice.bench.speculation import SpeculationFigures, speculation_figures
 from voice.bench.turns import BEFORE_ISSUE_15, run_turns
+from voice.shell.config import SessionConfig
 from voice.shell.engines import EngineConfig, load_engines
-from voice.shell.session import SessionConfig
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}

@@ -51,7 +51,7 @@ class SessionConfig:
     client_tool_timeout_s: float = 30.0  # a call the client runs (Realtime): its output within this
     # Added to the system prompt when there are tools: a 0.5B model answered a tool's result
     # with JSON ({"response_type": "text"}) or with "This response indicates that ...", and
-    # called one for chat and facts more often without the first sentence (scripts/bench_tools).
+    # called one for chat and facts more often without the first sentence (python -m voice.bench tools).
     tools_prompt: str = (
         "Call a tool only when the request cannot be answered without it; answer anything else (chat, jokes,"
         " facts, advice) in words. When a tool gives you a result, tell the person the answer in one short"

@@ -10,7 +10,7 @@ around them, when the session ends.
 
 The server calls :func:`tune` when it starts and :func:`after_session` when a
 session has closed. What they do was chosen by measurement,
-``scripts/bench_session_memory`` (``docs/bench/session_memory.json``): a
+``python -m voice.bench session_memory`` (``docs/bench/session_memory.json``): a
 warm-up conversation, then 1,000 sessions on /ws and 1,000 on /v1/realtime,
 4 at a time, each with 0.2 s of speech; the server's RSS against its figure
 after the warm-up (983-1003 MB); how long a session took to open (hello to

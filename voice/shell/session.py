@@ -77,8 +77,6 @@ from voice.shell.turn_end import TurnEnd
 from voice.shell.work import Serves, Work
 from voice.tools import Tools
 
-__all__ = ["EventSink", "Session", "SessionConfig", "SessionToolContext"]
-
 log = logging.getLogger("voice.session")
 
 EventSink = Callable[[Event], None]

@@ -25,7 +25,7 @@ caller's thread: when the history tells it of a turn, it stamps the
 wall-clock time, takes the turn's columns as they are then, and hands the
 write to the store's writer thread (one daemon thread per store, fed by a
 queue, in order). A database locked by another process holds up that thread,
-never the audio. Measured (``scripts/bench_store``, ``docs/bench/store.json``,
+never the audio. Measured (``python -m voice.bench store``, ``docs/bench/store.json``,
 a WAL file on this shared 2-core machine's disk, load 4-7): a turn's
 finalization to its commit, p50 0.3 ms, p95 7 ms, max 28 ms; while another
 process holds the write lock, as long as it does (max 0.56 s under a 0.5 s
