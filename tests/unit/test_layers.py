@@ -101,7 +101,9 @@ def test_no_import_cycles_between_files():
     stack: list[str] = []
     on_stack: set[str] = set()
     cycles: list[list[str]] = []
-    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    # Restored after: other tests (a message nested too deeply) rely on the interpreter's usual limit.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(10_000, limit))
 
     def visit(v: str) -> None:  # Tarjan's strongly connected components
         index[v] = low[v] = len(index)
@@ -124,9 +126,12 @@ def test_no_import_cycles_between_files():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for v in sorted(project):
-        if v not in index:
-            visit(v)
+    try:
+        for v in sorted(project):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
     assert cycles == []
 
 
@@ -150,3 +155,81 @@ def test_the_core_is_pure():
     assert {m: v for m, v in outside.items() if v} == {}
     foreign = {m: sorted(everything[m] - CORE_MAY_IMPORT - {"voice"}) for m in core}
     assert {m: v for m, v in foreign.items() if v} == {}
+
+
+# -- Rules that keep the shape (issue 31) ------------------------------------
+
+MODULE_BUDGET = 500  # lines a module
+CLASS_BUDGET = 300  # lines a class
+# Over the budget on purpose, each with its reason. A file that comes back under
+# its budget must leave this table (test_every_exception_is_still_needed).
+OVER_BUDGET: dict[str, str] = {
+    "voice/core/turns.py": "Conversation, below",
+    "voice/core/turns.py:Conversation": "the floor state machine: one public method per thing the shell reports, "
+    "each changing the same floor state; every concern of its own has left (barge_in, speculation, tool_rounds, "
+    "truncation, reply)",
+}
+
+# The session is driven by the pump. Besides it, only what opens a session for a
+# device imports it, to create one and to call its controls (cancel, truncate,
+# the person's text, a client's tools); no stage of the shell does.
+OPENS_SESSIONS: dict[str, str] = {
+    "transport.connection": "one session per WebSocket connection, controlled by its dialect's messages",
+    "transport.replay": "a recording replayed through a session, on its own pump",
+    "voice.app.runtime": "the session of `python -m voice.run` (replay and desk)",
+    "voice.bench.evaluate": "the labelled fixtures replayed through a session",
+    "voice.bench.turns": "the turn-taking fixtures replayed through a session",
+    "voice.bench.pipeline": "sessions timed in real time, and idle ones for their memory",
+    "voice.bench.server": "the in-process session the server's figures are measured against",
+    "voice.bench.tool_turns": "spoken tool requests through whole sessions",
+    "voice.bench.trace": "every engine call of a session timed",
+}
+
+
+def _sizes() -> dict[str, int]:
+    """Lines per module (``path``) and per class (``path:Class``), for every module of the packages."""
+    sizes: dict[str, int] = {}
+    for path in _modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        text = path.read_text()
+        sizes[rel] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text, rel)):
+            if isinstance(node, ast.ClassDef):
+                sizes[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
+    return sizes
+
+
+def _over(sizes: dict[str, int]) -> dict[str, int]:
+    return {k: n for k, n in sizes.items() if n > (CLASS_BUDGET if ":" in k else MODULE_BUDGET)}
+
+
+def test_modules_and_classes_keep_to_their_budget():
+    over = _over(_sizes())
+    unexplained = {k: n for k, n in over.items() if k not in OVER_BUDGET}
+    assert unexplained == {}, f"over {MODULE_BUDGET} lines a module or {CLASS_BUDGET} a class: split it by concern"
+
+
+def test_every_exception_is_still_needed():
+    sizes = _sizes()
+    stale = sorted(k for k in OVER_BUDGET if k not in _over(sizes))
+    assert stale == [], "back under the budget (or gone): remove from OVER_BUDGET"
+
+
+def test_only_the_pump_and_what_opens_sessions_import_the_session():
+    project, _ = _graph()
+    importers = sorted(m for m, imported in project.items() if "voice.shell.session" in imported)
+    assert [m for m in importers if m != "voice.shell.pump" and m not in OPENS_SESSIONS] == []
+    assert [m for m in OPENS_SESSIONS if m not in importers] == [], "no longer imports the session: remove it"
+
+
+def test_the_stages_of_the_shell_never_import_the_session():
+    project, _ = _graph()
+    stages = [
+        m for m in project if m.startswith("voice.shell.") and m not in ("voice.shell.session", "voice.shell.pump")
+    ]
+    assert [m for m in stages if "voice.shell.session" in project[m]] == []
+
+
+def test_benchmarks_never_import_the_tests():
+    _, everything = _graph()
+    assert sorted(m for m, top in everything.items() if m.startswith("voice.bench") and "tests" in top) == []
