@@ -21,7 +21,7 @@ The person's speech is segmented the whole time, whatever the assistant does.
 
 Barge-in: the policy (what speech over the reply takes the floor) is
 :mod:`voice.core.barge_in`; the reply pauses on the speech's onset
-(:meth:`Conversation.speech_onset`) and is cut or resumed here.
+(:meth:`Conversation.speech_onset`) and is cut or resumed by :mod:`voice.core.over_reply`.
 
 Nothing the person says is lost. Speech that goes on after an endpoint is
 speech over the reply, whenever the reply starts: one that starts while the
@@ -42,7 +42,7 @@ transcript (:mod:`voice.core.words`).
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Callable
 from typing import Any
 
 from voice.core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
@@ -66,25 +66,22 @@ from voice.core.commands import (
 from voice.core.endpointing import OnsetDropped, SpeechOnset
 from voice.core.events import (
     AsrFinal,
-    Backchannel,
     BargeInReason,
-    InterruptionCheck,
     LlmDone,
     LlmFirstToken,
-    PlaybackPaused,
-    PlaybackResumed,
     PlaybackStart,
     ResponseStart,
-    ResumeReason,
     SpeechEnd,
     SpeechStart,
     ToolCallEnd,
     TtsChunk,
 )
+from voice.core.floor import Floor, State
 from voice.core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from voice.core.history import History, ToolStatus, ToolUse, Turn
 from voice.core.ledger import Word
-from voice.core.reply import Hold, Reply
+from voice.core.over_reply import OverReply
+from voice.core.reply import Reply
 from voice.core.sentences import SentenceGrouper
 from voice.core.speculation import EarlyFinal, Speculation
 from voice.core.stability import same_words
@@ -92,8 +89,8 @@ from voice.core.tool_calls import ToolCall, ToolCallDelta
 from voice.core.tool_rounds import ToolRounds
 from voice.core.truncation import HeardReplies
 
-# Names that moved to voice.core.commands and voice.core.barge_in (issue 31), re-exported here for
-# the callers not yet moved (voice/shell/config.py, tests/unit/test_store.py, any other branch):
+# Names that moved to voice.core.commands, voice.core.barge_in and voice.core.floor (issue 31),
+# re-exported here for the callers not yet moved (voice/shell/config.py, tests/unit/test_store.py, any other branch):
 # remove once they import from the new modules.
 __all__ = [
     "BACKCHANNELS",
@@ -119,12 +116,443 @@ __all__ = [
 ]
 
 
-class State(enum.Enum):
-    LISTENING = "listening"
-    USER_SPEAKING = "user_speaking"
-    THINKING = "thinking"
-    SPEAKING = "speaking"
-    PAUSED = "paused"  # a reply held while the person's speech is judged
+class ReplyFlow:
+    """The course of one conversation's replies (see the module's docstring)."""
+
+    def __init__(
+        self,
+        floor: Floor,
+        spec: Speculation,
+        tool_rounds: ToolRounds,
+        heard_replies: HeardReplies,
+        output_rate: int,
+        first_phrase_min_words: int | None,
+    ) -> None:
+        self.floor = floor
+        self.spec = spec
+        self.tool_rounds = tool_rounds
+        self.heard_replies = heard_replies
+        self.output_rate = output_rate
+        # The first chunk may end before a conjunction once it has this many words (None: never).
+        self.first_phrase_min_words = first_phrase_min_words
+        self.announcements: list[str] = []  # to say unasked once the floor is free (announce())
+        self._response_ids = 0
+        # Answers the finals that waited for the reply to end: the person's turn, set by the conversation.
+        self.answer: Callable[[int, str, float, float, float], list[Command]] = lambda *final: []
+
+    def current(self, response: int) -> Reply | None:
+        """Reply ``response`` if it is in flight, or the speculative one (None: neither)."""
+        for r in (self.floor.response, self.spec.reply):
+            if r is not None and r.id == response:
+                return r
+        return None
+
+    def new_response(self, text: str, t: float) -> Reply:
+        """A new reply to ``text``, numbered after the last."""
+        self._response_ids += 1
+        phrase = self.first_phrase_min_words
+        grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
+        r = Reply(self._response_ids, text, t, grouper)
+        self.tool_rounds.start(r)
+        return r
+
+    def llm_delta(self, response: int, text: str, t: float) -> list[Command]:
+        """Words of the model's for reply ``response``: synthesized chunk by chunk."""
+        r = self.current(response)
+        if r is None:
+            return []
+        r.tokens += getattr(text, "tokens", 1)
+        if not text:
+            return []
+        out: list[Command] = []
+        if r.first_token_at is None:
+            r.first_token_at = t
+            if not r.speculative:  # else at the commit
+                out.append(Emit(LlmFirstToken(t, response=response)))
+        if r.tool.round > 0:
+            r.tool.since = None  # the answer with the results has begun: nobody waits on tools now
+        r.generated += text
+        chunks = r.grouper.feed(text)
+        r.tool.round_chunks += len(chunks)
+        return out + r.synthesize(chunks)
+
+    def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
+        """A piece of a tool call the model is writing: the call goes to its tool once whole."""
+        r = self.current(response)
+        return [] if r is None else self.tool_rounds.call_delta(r, delta, t)
+
+    def llm_done(self, response: int, t: float, error: str | None) -> list[Command]:
+        """The model's generation for reply ``response`` ended (``error``: how it failed)."""
+        r = self.current(response)
+        if r is None:
+            return []
+        out = self.tool_rounds.generation_ended(r, t, error)
+        if r.tool.round_calls and error is None:
+            return out + self.tool_rounds.await_results(r, t)
+        r.llm_done = True
+        r.error = error or None
+        if r.tool.round > 0 and error is None:
+            out += self.tool_rounds.answer_with_results(r)
+        if r.speculative:
+            if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
+                return self.spec.discard(t, "failed")
+            return r.synthesize(r.grouper.flush())  # llm_done at the commit
+        out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
+        out += r.synthesize(r.grouper.flush())
+        return out + self.maybe_finish(r, t)
+
+    def tool_finished(
+        self, response: int, call: ToolCall, status: ToolStatus, result: str, duration_s: float, t: float, ran: bool
+    ) -> list[Command]:
+        """A tool call's result: stored as a tool turn; the reply waiting for it goes on."""
+        result = result.strip() or "(no result)"
+        use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3))
+        self.floor.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
+        end = ToolCallEnd(
+            t, response=response, call_id=call.id, name=call.name, status=status, result=result, duration_s=duration_s
+        )
+        out: list[Command] = [Emit(end)]
+        r = self.current(response)
+        if r is None or call.id not in r.tool.running:
+            return out  # a reply already cut: the result is kept, nobody waits for it
+        return out + self.tool_rounds.result(r, call, status, result, ran, t)
+
+    def announce(self, text: str, t: float) -> list[Command]:
+        """Say ``text`` unasked: now if the floor is free, else once it is."""
+        if text.strip():
+            self.announcements.append(text.strip())
+        return self.announce_next(t)
+
+    def announce_next(self, t: float) -> list[Command]:
+        """The next announcement, if the floor is free."""
+        f = self.floor
+        if (
+            not self.announcements
+            or f.response is not None
+            or self.spec.reply is not None
+            or f.user_speaking
+            or f.transcribing
+            or f.waiting
+        ):
+            return []
+        text = self.announcements.pop(0)
+        r = f.response = self.new_response("", t)
+        r.generated, r.llm_done = text, True
+        f.state = State.THINKING
+        return [
+            Emit(ResponseStart(t, response=r.id, utterance=f.utterance, text="")),
+            Emit(LlmDone(t, response=r.id, tokens=0)),
+            *r.synthesize(r.grouper.feed(text) + r.grouper.flush()),
+        ]
+
+    def tick(self, t: float) -> list[Command]:
+        """Time passes: a filler if the tools keep the reply quiet; an announcement once the floor is free."""
+        r = self.floor.response
+        if r is None:
+            return self.announce_next(t) if self.announcements else []
+        if self.floor.hold is not None:
+            return []
+        return self.tool_rounds.filler_due(r, t)
+
+    def tts_audio(
+        self, response: int, chunk: int, text: str, n_samples: int, words: list[Word], t: float, first: bool
+    ) -> list[Command]:
+        """Audio for (part of) a chunk is ready and queued for playback."""
+        r = self.current(response)
+        if r is None:
+            return []
+        if n_samples:
+            r.ledger.add_chunk(text, n_samples, words)
+        if not first:
+            return []
+        if r.speculative:
+            r.ready.append(chunk)  # its tts_chunk at the commit, when its audio is queued for playback
+            return []
+        return [Emit(TtsChunk(t, response=response, chunk=chunk, text=r.chunk_texts[chunk]))]
+
+    def tts_done(self, response: int, t: float) -> list[Command]:
+        """A chunk of reply ``response`` is all synthesized."""
+        r = self.current(response)
+        if r is None:
+            return []
+        r.chunks_done += 1
+        return self.maybe_finish(r, t)
+
+    def played(self, n_samples: int, t: float) -> list[Command]:
+        """``n_samples`` of reply audio were played, the first of them at ``t``."""
+        f = self.floor
+        r = f.response
+        if r is None or n_samples <= 0:
+            return []
+        out: list[Command] = []
+        if r.playback_started_at is None:
+            r.playback_started_at = t
+            out.append(Emit(PlaybackStart(t, response=r.id)))
+        if f.hold is None:
+            f.state = State.SPEAKING
+        r.ledger.advance(n_samples)
+        r.last_played_at = t + n_samples / self.output_rate
+        return out + self.maybe_finish(r, t)
+
+    def maybe_finish(self, r: Reply, t: float) -> list[Command]:
+        """Reply ``r`` ends if all of it was generated, synthesized and played, and it is not held."""
+        f = self.floor
+        if f.hold is not None or r.speculative:
+            return []  # judged first: resumed, or cut; not the reply yet
+        if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
+            return []
+        out = self.heard_replies.finished(r, t)
+        f.response = None
+        f.state = f.idle_state()
+        if f.waiting:
+            out += self.answer(*f.waiting.pop(), t)  # with those before it
+        return out
+
+
+class Answering:
+    """The person's turns in one conversation and their answers (see the module's docstring)."""
+
+    def __init__(
+        self,
+        floor: Floor,
+        spec: Speculation,
+        tool_rounds: ToolRounds,
+        over: OverReply,
+        flow: ReplyFlow,
+        system_prompt: str | None,
+        early_final_s: float | None,
+    ) -> None:
+        self.floor = floor
+        self.spec = spec
+        self.tool_rounds = tool_rounds
+        self.over = over
+        self.flow = flow
+        self.system_prompt = system_prompt
+        self.early_final_s = early_final_s
+        self._early: EarlyFinal | None = None
+        self._paused_end: float | None = None  # the person is in a pause after speech that ended here
+        # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
+        self._levels: dict[int, tuple[float | None, float | None]] = {}
+        self._typed = 0  # the last typed turn's utterance number (user_text(): -1, -2, ...)
+
+    def speech_started(self, onset: float, t: float) -> list[Command]:
+        """The VAD confirmed speech that began at ``onset``: a new utterance."""
+        f = self.floor
+        f.user_speaking = True
+        f.utterance += 1
+        f.onset = onset
+        return [Emit(SpeechStart(t, onset=onset, utterance=f.utterance)), *self.over.speech_started(onset, t)]
+
+    def speech_paused(self, end: float, silence_s: float, t: float) -> list[Command]:
+        """Speech that reached ``end`` has been followed by ``silence_s`` of silence: the early final may start."""
+        f = self.floor
+        self._paused_end = end
+        early = self._early
+        if self.early_final_s is None or silence_s < self.early_final_s - 1e-9 or not f.user_speaking:
+            return []
+        if early is not None and (early.text is None or early.end == end):
+            return []  # one early pass at a time (a stale one still holds the recognizer)
+        self._early = EarlyFinal(f.utterance, end)
+        return [TranscribeFinal(f.utterance, f.onset, end, early=True, over_reply=f.over_reply())]
+
+    def early_transcript(self, utterance: int, end: float, text: str, t: float, no_speech_prob: float) -> list[Command]:
+        """The answer of an early final pass: the final if the endpoint came, else a speculative start."""
+        early = self._early
+        if early is None or early.utterance != utterance or early.end != end:
+            return []
+        if early.stale:
+            self._early = None
+            return []
+        if early.ended:
+            self._early = None
+            return self.transcript_final(utterance, text, self.floor.onset, end, t, no_speech_prob)
+        early.text, early.no_speech_prob = text, no_speech_prob
+        spec = self.spec.reply
+        if spec is not None and spec.provisional and (spec.utterance, spec.end) == (utterance, end):
+            if same_words(spec.user_text, text):
+                spec.provisional = False  # the closing partial heard it right: the reply goes on
+                return []
+            return self.spec.discard(t, "transcript") + self.speculate(utterance, end, text, t)
+        return self.speculate(utterance, end, text, t)
+
+    def closing_partial(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
+        """The partial model's words for the speech up to ``end``: a provisional speculative start."""
+        f = self.floor
+        if utterance != f.utterance or end != self._paused_end or not f.user_speaking:
+            return []  # the person went on, or the turn has ended
+        early = self._early
+        if early is not None and early.end == end and early.text is not None:
+            return []  # the early final is in already
+        out = self.speculate(utterance, end, text, t)
+        if self.spec.reply is not None and out:
+            self.spec.reply.provisional = True
+        return out
+
+    def early_failed(self, utterance: int, end: float) -> list[Command]:
+        """An early final pass raised: the endpoint's own pass is needed after all."""
+        early = self._early
+        if early is None or early.utterance != utterance or early.end != end:
+            return []
+        self._early = None
+        if early.ended and not early.stale:
+            return [TranscribeFinal(utterance, self.floor.onset, end, over_reply=self.floor.over_reply())]
+        return []
+
+    def speech_continues(self, t: float) -> list[Command]:
+        """The person is still speaking at ``t``: an early final or speculation on less is stale."""
+        f = self.floor
+        self._paused_end = None
+        early = self._early
+        if early is not None and early.utterance == f.utterance and t > early.end + 1e-9:
+            early.stale = True  # spoken past the audio it was given
+            if early.text is not None:
+                self._early = None
+        spec = self.spec.reply
+        if spec is not None and spec.utterance == f.utterance and t > spec.end + 1e-9:
+            return self.spec.discard(t, "speech")  # the person goes on: its transcript is not the turn
+        return []
+
+    def speech_ended(self, end: float, t: float, level_db: float | None, background_db: float | None) -> list[Command]:
+        """The endpoint: the final pass is asked for, or the early one's answer taken."""
+        f = self.floor
+        if not f.user_speaking:
+            return []
+        f.user_speaking = False
+        self._levels[f.utterance] = (level_db, background_db)
+        f.transcribing.add(f.utterance)
+        if f.state is State.USER_SPEAKING:
+            f.state = State.THINKING
+        speech_end = SpeechEnd(t, end=end, utterance=f.utterance, level_db=level_db, background_db=background_db)
+        out: list[Command] = [Emit(speech_end)]
+        spec = self.spec.reply
+        if spec is not None and (spec.utterance != f.utterance or spec.end != end):
+            out += self.spec.discard(t, "speech")  # started on less than the whole utterance
+        early = self._early
+        if early is not None and early.utterance == f.utterance and early.end == end and not early.stale:
+            if early.text is None:
+                early.ended = True  # its answer will be the final
+                return out
+            self._early = None
+            return out + self.transcript_final(f.utterance, early.text, f.onset, end, t, early.no_speech_prob)
+        return [*out, TranscribeFinal(f.utterance, f.onset, end, over_reply=f.over_reply())]
+
+    def transcript_final(
+        self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float
+    ) -> list[Command]:
+        """The ASR final for an utterance: judged if over the reply, else answered (or kept waiting)."""
+        f = self.floor
+        over = self.over
+        f.transcribing.discard(utterance)
+        # Speech that cut the reply by its words is kept, even should the final pass find none.
+        text = text.strip() or over.cut_by.get(utterance, "")
+        over.cut_by.pop(utterance, None)
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
+        spec = self.spec.reply
+        if spec is not None and spec.utterance == utterance and not same_words(spec.user_text, text):
+            out += self.spec.discard(t, "transcript")
+        level, background = self._levels.pop(utterance, (None, None))
+        hold = f.hold
+        if hold is not None and hold.utterance == utterance:
+            if over.policy.interrupts(text, hold.echo, no_speech_prob, level, over.user_level_db, background):
+                out += over.barge_in(t, reason="words")
+            else:
+                return out + over.resume(t, text, reason="backchannel" if text else "noise")
+        if not text:
+            if f.response is None and not f.waiting:
+                f.state = f.idle_state()
+            return out
+        if level is not None and hold is None:  # the person's own turn: how loud they speak
+            over.user_level_db = level if over.user_level_db is None else (over.user_level_db + level) / 2
+        if f.response is not None:
+            f.waiting.append((utterance, text, onset, end))
+            return out
+        return out + self.answer(utterance, text, onset, end, t)
+
+    def user_text(self, text: str, t: float) -> list[Command]:
+        """The client typed ``text``: a turn answered as a final would be, numbered -1, -2, ..."""
+        f = self.floor
+        text = text.strip()
+        if not text:
+            return []
+        self._typed -= 1
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=self._typed))]
+        if f.response is not None or f.user_speaking or f.transcribing:
+            f.waiting.append((self._typed, text, t, t))  # answered with the next turn
+            return out
+        out += self.spec.discard(t, "transcript")
+        return out + self.answer(self._typed, text, t, t, t)
+
+    def end(self, t: float) -> list[Command]:
+        """The conversation ends: the reply is kept as far as heard, the finals not answered are stored."""
+        out = self.spec.discard(t, "closed")
+        out += self.over.cut(t, "closed")
+        # What the person said and was not answered yet is kept all the same.
+        waiting, self.floor.waiting = self.floor.waiting, []
+        for _, text, onset, end in waiting:
+            self.floor.history.add(Turn("user", text, t_start=onset, t_end=end))
+        return out
+
+    def messages(self, text: str) -> list[dict[str, str]]:
+        """The LLM request that answers ``text``: the conversation so far, then it."""
+        return [*self.floor.history.messages(self.system_prompt), {"role": "user", "content": text}]
+
+    def answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
+        """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
+        f = self.floor
+        out: list[Command] = []
+        spec = self.spec.reply
+        if spec is not None:
+            # Its words, on the same conversation (the final may differ in case and punctuation from
+            # the closing partial it was started on; the turn is stored as the final says it).
+            if (
+                spec.utterance == utterance
+                and same_words(spec.user_text, text)
+                and spec.messages[:-1] == self.messages(text)[:-1]
+            ):
+                spec.user_text = text
+                return self.commit(spec, onset, end, t)
+            out += self.spec.discard(t, "transcript")
+        # Finals that came while a reply played on are the turn's beginning: one reply to all of it.
+        waiting, f.waiting = f.waiting, []
+        for _, said, said_onset, said_end in waiting:
+            f.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
+        messages = self.messages(text)
+        f.history.add(Turn("user", text, t_start=onset, t_end=end))
+        answered = " ".join([*(w[1] for w in waiting), text])
+        r = f.response = self.flow.new_response(answered, t)
+        r.messages = messages
+        f.state = State.THINKING
+        return [
+            *out,
+            Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
+            StartResponse(r.id, messages, tools=self.tool_rounds.tools),
+            *self.over.hold_for_later_speech(r, utterance, t),
+        ]
+
+    def speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
+        """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
+        f = self.floor
+        text = text.strip()
+        if (
+            not self.spec.allowed(text)
+            or f.state is not State.USER_SPEAKING  # a reply is in flight, or an earlier turn is not answered
+            or f.response is not None
+            or f.waiting
+            or f.transcribing
+        ):
+            return []
+        r = self.flow.new_response(text, t)
+        return self.spec.start(r, utterance, end, self.messages(text), self.tool_rounds.tools)
+
+    def commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
+        """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
+        f = self.floor
+        f.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
+        out = self.spec.commit(t)
+        f.response = r
+        f.state = State.THINKING
+        out += self.tool_rounds.run_held(r, t)  # its calls run now that it is the reply
+        return out + self.tool_rounds.next_round(r, t) + self.flow.maybe_finish(r, t)
 
 
 class Conversation:
@@ -154,33 +582,19 @@ class Conversation:
         ``tools``: the specs of the tools offered to the model (None: none); a reply
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
         ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never)."""
-        self.system_prompt = system_prompt
+        self._floor = Floor(history if history is not None else History())
         self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
-        self.early_final_s = early_final_s
-        # The first chunk may end before a conjunction once it has this many words (None: never).
-        self.first_phrase_min_words = first_phrase_min_words
-        self._early: EarlyFinal | None = None
-        self._paused_end: float | None = None  # the person is in a pause after speech that ended here
-        self.output_rate = output_rate
-        self.history = history if history is not None else History()
-        self.policy = barge_in or BargeInPolicy()
-        self.state = State.LISTENING
-        self.user_speaking = False
-        self._utterance = 0
-        self._onset = 0.0
-        self._response_ids = 0
-        self._response: Reply | None = None
         self._spec = Speculation(speculation)
-        self._hold: Hold | None = None
-        self._waiting: list[tuple[int, str, float, float]] = []  # finals not yet answered
-        # utterance -> loudness of its voiced frames, and of the background during the reply (dB)
-        self._levels: dict[int, tuple[float | None, float | None]] = {}
-        self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
-        self._transcribing: set[int] = set()
-        self._cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
-        self._heard_replies = HeardReplies(self.history, output_rate)
-        self._announcements: list[str] = []  # to say unasked once the floor is free (announce())
-        self._typed = 0  # the last typed turn's utterance number (user_text(): -1, -2, ...)
+        heard_replies = HeardReplies(self._floor.history, output_rate)
+        self._over = OverReply(self._floor, barge_in or BargeInPolicy(), heard_replies)
+        self._flow = ReplyFlow(
+            self._floor, self._spec, self._tool_rounds, heard_replies, output_rate, first_phrase_min_words
+        )
+        self._turn = Answering(
+            self._floor, self._spec, self._tool_rounds, self._over, self._flow, system_prompt, early_final_s
+        )
+        self._over.finish = self._flow.maybe_finish
+        self._flow.answer = self._turn.answer
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:
@@ -192,8 +606,45 @@ class Conversation:
         self._tool_rounds.tools = tools
 
     @property
+    def state(self) -> State:
+        return self._floor.state
+
+    @property
+    def user_speaking(self) -> bool:
+        return self._floor.user_speaking
+
+    @property
+    def history(self) -> History:
+        return self._floor.history
+
+    @property
+    def policy(self) -> BargeInPolicy:
+        return self._over.policy
+
+    @property
+    def user_level_db(self) -> float | None:
+        """The person's loudness in the turns answered so far (dB; None: none yet)."""
+        return self._over.user_level_db
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self._turn.system_prompt
+
+    @property
+    def early_final_s(self) -> float | None:
+        return self._turn.early_final_s
+
+    @property
+    def first_phrase_min_words(self) -> int | None:
+        return self._flow.first_phrase_min_words
+
+    @property
+    def output_rate(self) -> int:
+        return self._flow.output_rate
+
+    @property
     def response(self) -> Reply | None:
-        return self._response
+        return self._floor.response
 
     @property
     def speculation(self) -> Reply | None:
@@ -203,11 +654,11 @@ class Conversation:
     @property
     def utterance(self) -> int:
         """The number of the last utterance the VAD confirmed (0: none yet)."""
-        return self._utterance
+        return self._floor.utterance
 
     @property
     def paused(self) -> bool:
-        return self._hold is not None
+        return self._floor.hold is not None
 
     # -- the person -------------------------------------------------------
 
@@ -235,116 +686,39 @@ class Conversation:
 
     def speech_onset(self, onset: float, t: float) -> list[Command]:
         """The VAD heard voiced frames from ``onset`` on: maybe speech, not confirmed yet."""
-        r = self._response
-        if r is None or self._hold is not None:
-            return []
-        self._hold = Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
-        self.state = State.PAUSED
-        return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
+        return self._over.onset(onset, t)
 
     def onset_dropped(self, t: float) -> list[Command]:
         """The voiced frames of the last :meth:`speech_onset` did not become speech."""
-        hold = self._hold
-        if hold is None or hold.utterance is not None:
-            return []
-        return self._resume(t, "", reason="noise")
+        return self._over.onset_dropped(t)
 
     def speech_started(self, onset: float, t: float) -> list[Command]:
         """The VAD confirmed speech that began at ``onset`` (pre-roll excluded)."""
-        self.user_speaking = True
-        self._utterance += 1
-        self._onset = onset
-        out: list[Command] = [Emit(SpeechStart(t, onset=onset, utterance=self._utterance))]
-        r = self._response
-        hold = self._hold
-        if r is not None and hold is not None and hold.utterance is None:
-            hold.utterance = self._utterance  # paused on its onset already
-            hold.onset = onset
-        elif r is not None and hold is None:
-            self._hold = Hold(self._utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
-            self.state = State.PAUSED
-            out += [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=self._utterance))]
-        elif self.state is State.LISTENING:
-            self.state = State.USER_SPEAKING
-        return out
+        return self._turn.speech_started(onset, t)
 
     def speech_paused(self, end: float, silence_s: float, t: float) -> list[Command]:
         """Speech that reached ``end`` has been followed by ``silence_s`` of silence, no endpoint yet."""
-        self._paused_end = end
-        early = self._early
-        if self.early_final_s is None or silence_s < self.early_final_s - 1e-9 or not self.user_speaking:
-            return []
-        if early is not None and (early.text is None or early.end == end):
-            return []  # one early pass at a time (a stale one still holds the recognizer)
-        self._early = EarlyFinal(self._utterance, end)
-        return [TranscribeFinal(self._utterance, self._onset, end, early=True, over_reply=self._over_reply())]
+        return self._turn.speech_paused(end, silence_s, t)
 
     def early_transcript(
         self, utterance: int, end: float, text: str, t: float, no_speech_prob: float = 0.0
     ) -> list[Command]:
         """The answer of an early final pass (a ``TranscribeFinal(early=True)``)."""
-        early = self._early
-        if early is None or early.utterance != utterance or early.end != end:
-            return []
-        if early.stale:
-            self._early = None
-            return []
-        if early.ended:
-            self._early = None
-            return self.transcript_final(utterance, text, self._onset, end, t, no_speech_prob)
-        early.text, early.no_speech_prob = text, no_speech_prob
-        spec = self._spec.reply
-        if spec is not None and spec.provisional and (spec.utterance, spec.end) == (utterance, end):
-            if same_words(spec.user_text, text):
-                spec.provisional = False  # the closing partial heard it right: the reply goes on
-                return []
-            return self._spec.discard(t, "transcript") + self._speculate(utterance, end, text, t)
-        return self._speculate(utterance, end, text, t)
+        return self._turn.early_transcript(utterance, end, text, t, no_speech_prob)
 
     def closing_partial(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
         """The partial model's words for all the speech up to ``end``, heard at the start of the
         pause after it: a speculative reply may start on them, before the early final (whose
         Whisper pass takes 150-300 ms more here), which keeps it if it hears the same words."""
-        if utterance != self._utterance or end != self._paused_end or not self.user_speaking:
-            return []  # the person went on, or the turn has ended
-        early = self._early
-        if early is not None and early.end == end and early.text is not None:
-            return []  # the early final is in already
-        out = self._speculate(utterance, end, text, t)
-        if self._spec.reply is not None and out:
-            self._spec.reply.provisional = True
-        return out
+        return self._turn.closing_partial(utterance, end, text, t)
 
     def early_failed(self, utterance: int, end: float) -> list[Command]:
         """An early final pass raised: the endpoint's own pass is needed after all."""
-        early = self._early
-        if early is None or early.utterance != utterance or early.end != end:
-            return []
-        self._early = None
-        if early.ended and not early.stale:
-            return [TranscribeFinal(utterance, self._onset, end, over_reply=self._over_reply())]
-        return []
+        return self._turn.early_failed(utterance, end)
 
     def speech_continues(self, t: float) -> list[Command]:
         """The person is still speaking at ``t`` (called once per VAD frame)."""
-        self._paused_end = None
-        early = self._early
-        if early is not None and early.utterance == self._utterance and t > early.end + 1e-9:
-            early.stale = True  # spoken past the audio it was given
-            if early.text is not None:
-                self._early = None
-        spec = self._spec.reply
-        out: list[Command] = []
-        if spec is not None and spec.utterance == self._utterance and t > spec.end + 1e-9:
-            out += self._spec.discard(t, "speech")  # the person goes on: its transcript is not the turn
-        hold = self._hold
-        if hold is None or hold.utterance != self._utterance or hold.checking:
-            return out
-        if t - hold.onset - hold.checked_at < self.policy.commit_s:
-            return out
-        hold.checking = True
-        hold.checked_at = t - hold.onset
-        return [*out, CheckInterruption(hold.utterance, hold.onset, t)]
+        return self._turn.speech_continues(t) + self._over.speech_continues(t)
 
     def interruption_checked(
         self,
@@ -358,23 +732,7 @@ class Conversation:
         """The words of the speech over the reply so far (a CheckInterruption's answer);
         ``level_db``: the loudness of its voiced frames so far; ``background_db``: of the
         microphone without speech during the reply."""
-        hold = self._hold
-        if hold is None or hold.utterance != utterance:
-            return []
-        hold.checking = False
-        check = InterruptionCheck(
-            t,
-            utterance=utterance,
-            text=text,
-            no_speech_prob=no_speech_prob,
-            level_db=level_db,
-            background_db=background_db,
-        )
-        out: list[Command] = [Emit(check)]
-        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db):
-            self._cut_by[utterance] = text
-            out += self._barge_in(t, reason="words")
-        return out
+        return self._over.checked(utterance, text, t, no_speech_prob, level_db, background_db)
 
     def speech_ended(
         self, end: float, t: float, level_db: float | None = None, background_db: float | None = None
@@ -382,115 +740,32 @@ class Conversation:
         """The endpoint: speech that ended at ``end`` was followed by enough silence;
         ``level_db``: the loudness of its voiced frames (``background_db``: as in
         :meth:`interruption_checked`)."""
-        if not self.user_speaking:
-            return []
-        self.user_speaking = False
-        self._levels[self._utterance] = (level_db, background_db)
-        self._transcribing.add(self._utterance)
-        if self.state is State.USER_SPEAKING:
-            self.state = State.THINKING
-        speech_end = SpeechEnd(t, end=end, utterance=self._utterance, level_db=level_db, background_db=background_db)
-        out: list[Command] = [Emit(speech_end)]
-        spec = self._spec.reply
-        if spec is not None and (spec.utterance != self._utterance or spec.end != end):
-            out += self._spec.discard(t, "speech")  # started on less than the whole utterance
-        early = self._early
-        if early is not None and early.utterance == self._utterance and early.end == end and not early.stale:
-            if early.text is None:
-                early.ended = True  # its answer will be the final
-                return out
-            self._early = None
-            return out + self.transcript_final(self._utterance, early.text, self._onset, end, t, early.no_speech_prob)
-        return [*out, TranscribeFinal(self._utterance, self._onset, end, over_reply=self._over_reply())]
+        return self._turn.speech_ended(end, t, level_db, background_db)
 
     def transcript_final(
         self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float = 0.0
     ) -> list[Command]:
         """The ASR final for an utterance; empty text means it held no words."""
-        self._transcribing.discard(utterance)
-        # Speech that cut the reply by its words is kept, even should the final pass find none.
-        text = text.strip() or self._cut_by.get(utterance, "")
-        self._cut_by.pop(utterance, None)
-        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
-        spec = self._spec.reply
-        if spec is not None and spec.utterance == utterance and not same_words(spec.user_text, text):
-            out += self._spec.discard(t, "transcript")
-        level, background = self._levels.pop(utterance, (None, None))
-        hold = self._hold
-        if hold is not None and hold.utterance == utterance:
-            if self.policy.interrupts(text, hold.echo, no_speech_prob, level, self.user_level_db, background):
-                out += self._barge_in(t, reason="words")
-            else:
-                return out + self._resume(t, text, reason="backchannel" if text else "noise")
-        if not text:
-            if self._response is None and not self._waiting:
-                self.state = self._idle_state()
-            return out
-        if level is not None and hold is None:  # the person's own turn: how loud they speak
-            self.user_level_db = level if self.user_level_db is None else (self.user_level_db + level) / 2
-        if self._response is not None:
-            self._waiting.append((utterance, text, onset, end))
-            return out
-        return out + self._answer(utterance, text, onset, end, t)
-
-    # -- the assistant ----------------------------------------------------
-
-    def llm_delta(self, response: int, text: str, t: float) -> list[Command]:
-        r = self._current(response)
-        if r is None:
-            return []
-        r.tokens += getattr(text, "tokens", 1)
-        if not text:
-            return []
-        out: list[Command] = []
-        if r.first_token_at is None:
-            r.first_token_at = t
-            if not r.speculative:  # else at the commit
-                out.append(Emit(LlmFirstToken(t, response=response)))
-        if r.tool.round > 0:
-            r.tool.since = None  # the answer with the results has begun: nobody waits on tools now
-        r.generated += text
-        chunks = r.grouper.feed(text)
-        r.tool.round_chunks += len(chunks)
-        return out + r.synthesize(chunks)
+        return self._turn.transcript_final(utterance, text, onset, end, t, no_speech_prob)
 
     def user_text(self, text: str, t: float) -> list[Command]:
         """The client typed ``text`` (Realtime's user message item): a turn of the person's, answered
         as a final transcript would be. Its utterance numbers are negative: it was not heard."""
-        text = text.strip()
-        if not text:
-            return []
-        self._typed -= 1
-        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=self._typed))]
-        if self._response is not None or self.user_speaking or self._transcribing:
-            self._waiting.append((self._typed, text, t, t))  # answered with the next turn
-            return out
-        out += self._spec.discard(t, "transcript")
-        return out + self._answer(self._typed, text, t, t, t)
+        return self._turn.user_text(text, t)
+
+    # -- the assistant ----------------------------------------------------
+
+    def llm_delta(self, response: int, text: str, t: float) -> list[Command]:
+        """Words of the model's for reply ``response``."""
+        return self._flow.llm_delta(response, text, t)
 
     def llm_tool_call(self, response: int, delta: ToolCallDelta, t: float) -> list[Command]:
         """A piece of a tool call the model is writing: the call goes to its tool once whole."""
-        r = self._current(response)
-        return [] if r is None else self._tool_rounds.call_delta(r, delta, t)
+        return self._flow.llm_tool_call(response, delta, t)
 
     def llm_done(self, response: int, t: float, error: str | None = None) -> list[Command]:
-        r = self._current(response)
-        if r is None:
-            return []
-        out = self._tool_rounds.generation_ended(r, t, error)
-        if r.tool.round_calls and error is None:
-            return out + self._tool_rounds.await_results(r, t)
-        r.llm_done = True
-        r.error = error or None
-        if r.tool.round > 0 and error is None:
-            out += self._tool_rounds.answer_with_results(r)
-        if r.speculative:
-            if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
-                return self._spec.discard(t, "failed")
-            return r.synthesize(r.grouper.flush())  # llm_done at the commit
-        out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
-        out += r.synthesize(r.grouper.flush())
-        return out + self._maybe_finish(r, t)
+        """The model's generation for reply ``response`` ended (``error``: how it failed)."""
+        return self._flow.llm_done(response, t, error)
 
     def tool_finished(
         self,
@@ -506,116 +781,40 @@ class Conversation:
         model is told. Stored as a tool turn whatever became of the reply; if the reply is still
         waiting for it, the model is asked again once the round's calls all have theirs.
         ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit)."""
-        result = result.strip() or "(no result)"
-        use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3))
-        self.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
-        end = ToolCallEnd(
-            t, response=response, call_id=call.id, name=call.name, status=status, result=result, duration_s=duration_s
-        )
-        out: list[Command] = [Emit(end)]
-        r = self._current(response)
-        if r is None or call.id not in r.tool.running:
-            return out  # a reply already cut: the result is kept, nobody waits for it
-        return out + self._tool_rounds.result(r, call, status, result, ran, t)
+        return self._flow.tool_finished(response, call, status, result, duration_s, t, ran)
 
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.
         It is a reply like any other: it can be cut, and is stored as far as it was heard."""
-        if text.strip():
-            self._announcements.append(text.strip())
-        return self._announce_next(t)
-
-    def _announce_next(self, t: float) -> list[Command]:
-        if (
-            not self._announcements
-            or self._response is not None
-            or self._spec.reply is not None
-            or self.user_speaking
-            or self._transcribing
-            or self._waiting
-        ):
-            return []
-        text = self._announcements.pop(0)
-        r = self._response = self._new_response("", t)
-        r.generated, r.llm_done = text, True
-        self.state = State.THINKING
-        return [
-            Emit(ResponseStart(t, response=r.id, utterance=self._utterance, text="")),
-            Emit(LlmDone(t, response=r.id, tokens=0)),
-            *r.synthesize(r.grouper.feed(text) + r.grouper.flush()),
-        ]
+        return self._flow.announce(text, t)
 
     def tick(self, t: float) -> list[Command]:
         """Time passes (called every few tens of milliseconds): a filler if the reply has been quiet
         too long since its calls went out (the tools, then the model asked again with their
         results); what was to be said unasked, once the floor is free."""
-        r = self._response
-        if r is None:
-            return self._announce_next(t) if self._announcements else []
-        if self._hold is not None:
-            return []
-        return self._tool_rounds.filler_due(r, t)
+        return self._flow.tick(t)
 
     def tts_audio(
         self, response: int, chunk: int, text: str, n_samples: int, words: list[Word], t: float, first: bool
     ) -> list[Command]:
         """Audio for (part of) a chunk is ready and queued for playback."""
-        r = self._current(response)
-        if r is None:
-            return []
-        if n_samples:
-            r.ledger.add_chunk(text, n_samples, words)
-        if not first:
-            return []
-        if r.speculative:
-            r.ready.append(chunk)  # its tts_chunk at the commit, when its audio is queued for playback
-            return []
-        return [Emit(TtsChunk(t, response=response, chunk=chunk, text=r.chunk_texts[chunk]))]
+        return self._flow.tts_audio(response, chunk, text, n_samples, words, t, first)
 
     def tts_done(self, response: int, chunk: int, t: float) -> list[Command]:
-        r = self._current(response)
-        if r is None:
-            return []
-        r.chunks_done += 1
-        return self._maybe_finish(r, t)
+        """Chunk ``chunk`` of reply ``response`` is all synthesized."""
+        return self._flow.tts_done(response, t)
 
     def played(self, n_samples: int, t: float) -> list[Command]:
         """``n_samples`` of reply audio were played, the first of them at ``t``."""
-        r = self._response
-        if r is None or n_samples <= 0:
-            return []
-        out: list[Command] = []
-        if r.playback_started_at is None:
-            r.playback_started_at = t
-            out.append(Emit(PlaybackStart(t, response=r.id)))
-        if self._hold is None:
-            self.state = State.SPEAKING
-        r.ledger.advance(n_samples)
-        r.last_played_at = t + n_samples / self.output_rate
-        return out + self._maybe_finish(r, t)
+        return self._flow.played(n_samples, t)
 
     def cancel_response(self, t: float, reason: BargeInReason = "client") -> list[Command]:
         """The client stops the reply in flight (a stop button): cut it at what was played."""
-        r = self._response
-        if r is None:
-            return []
-        if self._hold is None:
-            self._hold = Hold(None, t, t, r.ledger.played)
-        return self._barge_in(t, reason)
+        return self._over.cut(t, reason)
 
     def end(self, t: float) -> list[Command]:
         """The conversation ends (the client left, Ctrl+C): a reply in flight is kept as far as it was heard."""
-        out = self._spec.discard(t, "closed")
-        r = self._response
-        if r is not None:
-            if self._hold is None:
-                self._hold = Hold(None, t, t, r.ledger.played)
-            out += self._barge_in(t, "closed")
-        # What the person said and was not answered yet is kept all the same.
-        waiting, self._waiting = self._waiting, []
-        for _, text, onset, end in waiting:
-            self.history.add(Turn("user", text, t_start=onset, t_end=end))
-        return out
+        return self._turn.end(t)
 
     def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
         """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
@@ -626,143 +825,7 @@ class Conversation:
         turn's text now (None: no such response).
         """
         samples = max(0, round(audio_end_ms * self.output_rate / 1000))
-        r = self._response
+        r = self._floor.response
         if r is not None and r.id == response:
-            if self._hold is None:
-                self._hold = Hold(None, t, t, min(samples, r.ledger.played))
-            r.ledger.played = min(r.ledger.played, samples)
-            self._hold.played = min(self._hold.played, samples)
-            out = self._barge_in(t, "truncate")
-            return out, self._heard_replies.text(response)
-        return self._heard_replies.truncate(response, audio_end_ms, t)
-
-    # -- internals --------------------------------------------------------
-
-    def _over_reply(self) -> bool:
-        hold = self._hold
-        return hold is not None and hold.utterance == self._utterance
-
-    def _idle_state(self) -> State:
-        if self.user_speaking:
-            return State.USER_SPEAKING
-        return State.THINKING if self._transcribing else State.LISTENING
-
-    def _messages(self, text: str) -> list[dict[str, str]]:
-        """The LLM request that answers ``text``: the conversation so far, then it."""
-        return [*self.history.messages(self.system_prompt), {"role": "user", "content": text}]
-
-    def _new_response(self, text: str, t: float) -> Reply:
-        self._response_ids += 1
-        phrase = self.first_phrase_min_words
-        grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        r = Reply(self._response_ids, text, t, grouper)
-        self._tool_rounds.start(r)
-        return r
-
-    def _answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
-        """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
-        out: list[Command] = []
-        spec = self._spec.reply
-        if spec is not None:
-            # Its words, on the same conversation (the final may differ in case and punctuation from
-            # the closing partial it was started on; the turn is stored as the final says it).
-            if (
-                spec.utterance == utterance
-                and same_words(spec.user_text, text)
-                and spec.messages[:-1] == self._messages(text)[:-1]
-            ):
-                spec.user_text = text
-                return self._commit(spec, onset, end, t)
-            out += self._spec.discard(t, "transcript")
-        # Finals that came while a reply played on are the turn's beginning: one reply to all of it.
-        waiting, self._waiting = self._waiting, []
-        for _, said, said_onset, said_end in waiting:
-            self.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
-        messages = self._messages(text)
-        self.history.add(Turn("user", text, t_start=onset, t_end=end))
-        answered = " ".join([*(w[1] for w in waiting), text])
-        r = self._response = self._new_response(answered, t)
-        r.messages = messages
-        self.state = State.THINKING
-        return [
-            *out,
-            Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
-            StartResponse(r.id, messages, tools=self.tools),
-            *self._hold_for_later_speech(r, utterance, t),
-        ]
-
-    def _hold_for_later_speech(self, r: Reply, utterance: int, t: float) -> list[Command]:
-        """Reply ``r`` to ``utterance`` starts while the person has gone on speaking (their speech
-        went on over the endpoint, before the reply began): that speech is over the reply as much
-        as any, so the reply is held, before any of it plays, until its words are judged."""
-        later = self._utterance
-        if later == utterance or self._hold is not None or not (self.user_speaking or later in self._transcribing):
-            return []
-        self._hold = Hold(later, self._onset, t, 0)
-        self.state = State.PAUSED
-        return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=later))]
-
-    def _speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
-        """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
-        text = text.strip()
-        if (
-            not self._spec.allowed(text)
-            or self.state is not State.USER_SPEAKING  # a reply is in flight, or an earlier turn is not answered
-            or self._response is not None
-            or self._waiting
-            or self._transcribing
-        ):
-            return []
-        r = self._new_response(text, t)
-        return self._spec.start(r, utterance, end, self._messages(text), self.tools)
-
-    def _commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
-        """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
-        self.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
-        out = self._spec.commit(t)
-        self._response = r
-        self.state = State.THINKING
-        out += self._tool_rounds.run_held(r, t)  # its calls run now that it is the reply
-        return out + self._tool_rounds.next_round(r, t) + self._maybe_finish(r, t)
-
-    def _current(self, response: int) -> Reply | None:
-        for r in (self._response, self._spec.reply):
-            if r is not None and r.id == response:
-                return r
-        return None
-
-    def _resume(self, t: float, text: str, reason: ResumeReason) -> list[Command]:
-        """The speech (or noise) that paused the reply was not an interruption."""
-        hold, self._hold = self._hold, None
-        r = self._response
-        out: list[Command] = []
-        if reason == "backchannel":
-            out.append(Emit(Backchannel(t, utterance=hold.utterance if hold else None, text=text)))
-        if r is None:
-            return out
-        self.state = State.SPEAKING if r.playback_started_at is not None else State.THINKING
-        out += [ResumePlayback(), Emit(PlaybackResumed(t, response=r.id, reason=reason))]
-        return out + self._maybe_finish(r, t)
-
-    def _barge_in(self, t: float, reason: BargeInReason) -> list[Command]:
-        """Cut the reply to what was heard before the pause, and stop everything else."""
-        hold, self._hold = self._hold, None
-        r = self._response
-        if r is None or hold is None:
-            return []
-        out = self._heard_replies.cut(r, hold, t, reason)
-        self._response = None
-        self.state = self._idle_state()
-        return out
-
-    def _maybe_finish(self, r: Reply, t: float) -> list[Command]:
-        if self._hold is not None or r.speculative:
-            return []  # judged first: resumed, or cut; not the reply yet
-        if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
-            return []
-        out = self._heard_replies.finished(r, t)
-        self._response = None
-        self.state = self._idle_state()
-        if self._waiting:
-            out += self._answer(*self._waiting.pop(), t)  # with those before it
-        return out
+            return self._over.truncate(r, samples, t), self._over.heard_replies.text(response)
+        return self._over.heard_replies.truncate(response, audio_end_ms, t)
