@@ -23,7 +23,7 @@ The interrupting utterance is transcribed from its onset, pre-roll included,
 and answered as a new turn once it ends.
 
 The rules are :class:`BargeInPolicy`'s (pure, on words and loudness); when they are asked is
-:class:`~voice.core.turns.Conversation`'s.
+:class:`~voice.core.over_reply.OverReply`'s.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A :class:`Reply` is one answer, from its LLM request to its last sample played: the text
 generated, the chunks asked of the TTS, what was played (its ledger), and, in
 :class:`ToolState`, its tool rounds. :class:`Hold` is the reply paused while speech over it
-is judged. They hold state only; the rules that change them are the conversation's
-(:mod:`voice.core.turns`) and the tool rounds' (:mod:`voice.core.tool_rounds`).
+is judged. They hold state only; the rules that change them are the reply's course
+(:mod:`voice.core.reply_flow`), speech over it (:mod:`voice.core.over_reply`), the person's
+turn that starts it (:mod:`voice.core.answer`) and the tool rounds' (:mod:`voice.core.tool_rounds`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ flight; the budget, shared by the sessions on one set of engines, caps them
 over all sessions (past it the reply starts at the endpoint, as without).
 
 :class:`Speculation` holds the speculative reply and the budget it draws on; when one may
-start, and what becomes of it at the endpoint, is the conversation's to say.
+start, and what becomes of it at the endpoint, is the person's turn's to say
+(:class:`~voice.core.answer.Answering`).
 """
 
 from __future__ import annotations
