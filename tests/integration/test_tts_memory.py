@@ -26,7 +26,7 @@ KEPT_MB_AT_MOST = 80
 @pytest.mark.engines
 def test_piper_keeps_little_of_its_longest_sentences():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_tts_memory"), "--probe", "arena"],
+        [sys.executable, "-m", "voice.bench", "tts_memory", "--probe", "arena"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
