@@ -7,10 +7,11 @@ from voice.core.budget import Budget
 from voice.core.commands import CheckInterruption, PausePlayback, StartResponse
 from voice.core.end_of_turn import CheckEndOfTurn
 from voice.core.endpointing import OnsetDropped, SpeechOnset, SpeechStart
+from voice.core.floor import State
 from voice.core.hearing import Ended, PartialDue, SpeechContinues, SpeechPaused
 from voice.core.ledger import Word
 from voice.core.partials import PartialConfig, PartialPolicy
-from voice.core.turns import Conversation, State
+from voice.core.turns import Conversation
 
 
 def of(kind, commands):

@@ -40,9 +40,10 @@ from voice.app.store import (
     default_db_path,
     open_history,
 )
+from voice.core.commands import StartResponse, Synthesize, TranscribeFinal
 from voice.core.history import History, Turn
 from voice.core.ledger import Word
-from voice.core.turns import Conversation, StartResponse, Synthesize, TranscribeFinal
+from voice.core.turns import Conversation
 
 
 @pytest.fixture

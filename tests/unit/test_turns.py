@@ -42,9 +42,10 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from voice.core.floor import State
 from voice.core.history import INTERRUPTED_MARKER
 from voice.core.ledger import Word
-from voice.core.turns import Conversation, State
+from voice.core.turns import Conversation
 
 E = TypeVar("E", bound=Event)
 

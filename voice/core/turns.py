@@ -51,23 +51,9 @@ from typing import Any
 
 from voice.core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
 from voice.core.answer import Answering
-from voice.core.barge_in import BACKCHANNELS, STOP_WORDS, BargeInPolicy, _words, echo_similarity
+from voice.core.barge_in import BargeInPolicy
 from voice.core.budget import Budget
-from voice.core.commands import (
-    CancelResponse,
-    CheckInterruption,
-    Command,
-    CommitSpeculation,
-    DiscardSpeculation,
-    Emit,
-    PausePlayback,
-    ResumePlayback,
-    RunTool,
-    StartResponse,
-    StopTools,
-    Synthesize,
-    TranscribeFinal,
-)
+from voice.core.commands import Command
 from voice.core.endpointing import OnsetDropped, SpeechOnset
 from voice.core.events import BargeInReason
 from voice.core.floor import Floor, State
@@ -81,32 +67,6 @@ from voice.core.speculation import Speculation
 from voice.core.tool_calls import ToolCall, ToolCallDelta
 from voice.core.tool_rounds import ToolRounds
 from voice.core.truncation import HeardReplies
-
-# Names that moved to voice.core.commands, voice.core.barge_in and voice.core.floor (issue 31),
-# re-exported here for the callers not yet moved (voice/shell/config.py, tests/unit/test_store.py, any other branch):
-# remove once they import from the new modules.
-__all__ = [
-    "BACKCHANNELS",
-    "STOP_WORDS",
-    "BargeInPolicy",
-    "CancelResponse",
-    "CheckInterruption",
-    "Command",
-    "CommitSpeculation",
-    "Conversation",
-    "DiscardSpeculation",
-    "Emit",
-    "PausePlayback",
-    "ResumePlayback",
-    "RunTool",
-    "StartResponse",
-    "State",
-    "StopTools",
-    "Synthesize",
-    "TranscribeFinal",
-    "_words",
-    "echo_similarity",
-]
 
 
 class Conversation:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from voice.core.barge_in import BargeInPolicy
 from voice.core.call import CallConfig
 from voice.core.end_of_turn import EndOfTurnConfig
 from voice.core.endpointing import EndpointConfig
 from voice.core.partials import PartialConfig
-from voice.core.turns import BargeInPolicy
 
 
 @dataclass(frozen=True)
