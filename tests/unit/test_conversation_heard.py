@@ -75,3 +75,14 @@ def test_engine_work_is_left_to_the_shell():
     check = CheckEndOfTurn(check=1, onset=0.1, end=1.0, until=1.2)
     assert conv.heard(partial, 1.0) == [] and conv.heard(check, 1.2) == []
     assert conv.state is State.USER_SPEAKING and conv.user_speaking
+
+
+def test_the_instructions_can_be_changed_mid_conversation():
+    """A Realtime client's session.update sets them (transport/connection.py): the next request reads them."""
+    from voice.core.commands import StartResponse
+
+    c = Conversation("be brief")
+    c.system_prompt = "answer in French"
+    assert c.system_prompt == "answer in French"
+    (start,) = [cmd for cmd in c.user_text("hello", 1.0) if isinstance(cmd, StartResponse)]
+    assert start.messages[0] == {"role": "system", "content": "answer in French"}

@@ -142,7 +142,12 @@ class Conversation:
 
     @property
     def system_prompt(self) -> str | None:
+        """The instructions the model reads first; the shell may set them (a Realtime session.update)."""
         return self._turn.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, prompt: str | None) -> None:
+        self._turn.system_prompt = prompt
 
     @property
     def early_final_s(self) -> float | None:
