@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from voice.bench.common import nearest_rank
@@ -281,14 +281,7 @@ async def session_cap(target: Target, cap: int) -> dict[str, Any]:
     for i in range(cap + 10):
         dialect = (WS, REALTIME)[i % 2]
         try:
-            ws = await connect(
-                target.url(dialect),
-                additional_headers=target.headers,
-                max_size=None,
-                compression=None,
-                open_timeout=15,
-                ping_interval=None,
-            )
+            ws = await target.connect(dialect)
         except InvalidStatus as e:
             beyond[e.response.status_code] += 1
             continue
@@ -322,14 +315,7 @@ async def session_cap(target: Target, cap: int) -> dict[str, Any]:
 
         async def racer(dialect: str) -> None:
             try:
-                ws = await connect(
-                    target.url(dialect),
-                    additional_headers=target.headers,
-                    max_size=None,
-                    compression=None,
-                    open_timeout=15,
-                    ping_interval=None,
-                )
+                ws = await target.connect(dialect)
                 if dialect == WS:
                     await ws.send(WS_HELLO)
                 await _until(ws, dialect, "event:ready" if dialect == WS else "event:session.created")

@@ -100,6 +100,18 @@ class Target:
     def url(self, dialect: str) -> str:
         return f"ws://127.0.0.1:{self.port}{PATHS[dialect]}"
 
+    def connect(self, dialect: str, close_timeout: float | None = 10) -> Any:
+        """A bare WebSocket handshake to ``dialect``'s path (awaitable), as every attack opens one."""
+        return connect(
+            self.url(dialect),
+            additional_headers=self.headers,
+            max_size=None,
+            compression=None,
+            open_timeout=15,
+            close_timeout=close_timeout,
+            ping_interval=None,
+        )
+
     async def open(self, dialect: str, hello: bool = True, attempts: int = 50) -> ClientConnection:
         """A connection with its session started (``/ws``: ``hello`` answered unless ``hello`` is False).
 
@@ -107,15 +119,7 @@ class Target:
         """
         for attempt in range(attempts):
             try:
-                ws = await connect(
-                    self.url(dialect),
-                    additional_headers=self.headers,
-                    max_size=None,
-                    compression=None,
-                    open_timeout=15,
-                    close_timeout=2,
-                    ping_interval=None,
-                )
+                ws = await self.connect(dialect, close_timeout=2)
             except InvalidStatus as e:
                 self.tally.refused[e.response.status_code] += 1
             except (OSError, InvalidHandshake, TimeoutError) as e:

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from voice.bench.common import nearest_rank
@@ -156,15 +156,7 @@ async def cycles(target: Target, n: int, seed: int, parallel: int = 2) -> dict[s
 
     async def one(dialect: str, kind: str) -> str:
         try:
-            ws = await connect(
-                target.url(dialect),
-                additional_headers=target.headers,
-                max_size=None,
-                compression=None,
-                open_timeout=15,
-                close_timeout=5,
-                ping_interval=None,
-            )
+            ws = await target.connect(dialect, close_timeout=5)
         except InvalidStatus as e:
             return f"refused {e.response.status_code}"
         except (OSError, InvalidHandshake, TimeoutError) as e:
