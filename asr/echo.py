@@ -9,7 +9,7 @@ knows (device latency).
 
 The canceller needs about a second of playback to converge. Until it has,
 and whenever the residual is not clearly above the echo expected from the
-reference, :class:`voice.core.echo_gate.EchoGate` discounts the VAD's speech probability: speech
+reference, :class:`core.echo_gate.EchoGate` discounts the VAD's speech probability: speech
 over the assistant must be louder than what its own voice explains.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice.core.audio import ASR_RATE
+from core.audio import ASR_RATE
 
 _FRAME = ASR_RATE // 100  # WebRTC processes 10 ms frames
 

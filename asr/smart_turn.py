@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from voice.core.audio import ASR_RATE
+from core.audio import ASR_RATE
 
 WINDOW_S = 8
 WINDOW = WINDOW_S * ASR_RATE  # samples the model reads: the last 8 s

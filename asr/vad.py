@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from voice.core.audio import VAD_FRAME
+from core.audio import VAD_FRAME
 
 FRAME = VAD_FRAME
 _CONTEXT = 64

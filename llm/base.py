@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from voice.core.tool_calls import ToolCallDelta
+from core.tool_calls import ToolCallDelta
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class LLM(Protocol):
         self, messages: list[dict[str, Any]], request_id: str, tools: list[dict[str, Any]] | None = None
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         """The reply's text; with ``tools`` (OpenAI function specs) the model may call them, and
-        its calls come as :class:`~voice.core.tool_calls.ToolCallDelta` pieces, never as text."""
+        its calls come as :class:`~core.tool_calls.ToolCallDelta` pieces, never as text."""
         ...
 
     async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:

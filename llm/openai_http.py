@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
+from core.tool_calls import ToolCallDelta
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
-from voice.core.tool_calls import ToolCallDelta
 
 
 class LLMStatusError(LLMError):
@@ -74,7 +74,7 @@ class OpenAIChatClient:
         """Stream the reply to ``messages``; with ``prefix``, only what follows that partial reply.
 
         ``tools`` (OpenAI's function specs) are offered to the model; its calls come as
-        :class:`~voice.core.tool_calls.ToolCallDelta` pieces (``delta.tool_calls``; a vLLM
+        :class:`~core.tool_calls.ToolCallDelta` pieces (``delta.tool_calls``; a vLLM
         server parses them from the model's text when started with
         ``--enable-auto-tool-choice --tool-call-parser NAME``).
 

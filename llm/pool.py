@@ -45,9 +45,9 @@ from typing import Any
 
 import httpx
 
+from core.tool_calls import ToolCallDelta
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
 from llm.openai_http import LLMStatusError, OpenAIChatClient
-from voice.core.tool_calls import ToolCallDelta
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
+from core.tool_calls import ToolCallDelta
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, fit_to_context
-from voice.core.tool_calls import ToolCallDelta
 
 
 def _configure_environment(cache_dir: Path) -> None:
@@ -256,7 +256,7 @@ class VLLMEngine:
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         """The reply's text deltas; with ``tools`` (OpenAI's function specs, given to the chat
         template), its calls too, read out of the text by the engine's tool parser as
-        :class:`~voice.core.tool_calls.ToolCallDelta` pieces (never as text)."""
+        :class:`~core.tool_calls.ToolCallDelta` pieces (never as text)."""
         if tools and self._tool_parser_class is None:
             raise LLMError(f"{self.name} has no tool parser: it cannot be offered tools")
         from vllm import SamplingParams

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from asr.smart_turn import float32_model
-from voice.shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, SMART_TURN_FLOAT_FILE, VAD_FILE, VOICES
+from shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, SMART_TURN_FLOAT_FILE, VAD_FILE, VOICES
 
 
 def package_dir(name: str) -> Path:

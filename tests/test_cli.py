@@ -14,9 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.conftest import FIXTURES, ROOT
-from voice.bench.scoring import word_error_rate
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     LlmFirstToken,
@@ -28,6 +26,8 @@ from voice.core.events import (
     TurnEnd,
     event_from_json,
 )
+from tests.conftest import FIXTURES, ROOT
+from voice.bench.scoring import word_error_rate
 
 
 def voice_run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -118,8 +118,8 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     """The README's main job, on a file at another rate and in stereo."""
     import numpy as np
 
+    from core.audio import resample
     from transport.files import load_audio
-    from voice.core.audio import resample
 
     mono = load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")
     stereo = np.stack([resample(mono, 16000, 44100)] * 2, axis=1)
@@ -157,8 +157,8 @@ def test_end_of_turn_flags_out_of_range_are_one_line():
 
 
 def test_the_end_of_turn_flags_make_the_session_config():
+    from shell.config import SessionConfig
     from voice.app.cli import build_parser, end_of_turn_config
-    from voice.shell.config import SessionConfig
 
     assert end_of_turn_config(build_parser().parse_args(["--turn-detector", "silence"])) is None
     default = end_of_turn_config(build_parser().parse_args([]))  # Smart Turn (README: Turn-taking)

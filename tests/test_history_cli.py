@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from core.history import Turn
 from tests.conftest import ROOT, raw
 from voice.app.store import ConversationStore
-from voice.core.history import Turn
 
 SID = "3f2a9c0d41b84e0b9e6f0a1b2c3d4e5f"
 OTHER = "3f99aa00000000000000000000000000"
@@ -281,7 +281,7 @@ def test_voice_run_prunes_the_same_way_when_it_opens_the_store(littered, caplog)
 
 
 def test_a_tool_turn_is_shown_and_exported_with_its_call(tmp_path):
-    from voice.core.history import ToolUse
+    from core.history import ToolUse
 
     path = tmp_path / "tools.db"
     call = ToolUse("call_1_0_0", "set_timer", '{"minutes": 5, "label": "tea"}', "ok", 0.004)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from shell import models
 from tests.conftest import ROOT
-from voice.shell import models
 
 STEP = "import sys; sys.path.insert(0, 'scripts'); import provision_models as p; from pathlib import Path; "
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import connect
 
+from core.audio import ASR_RATE
 from transport.protocol import float_to_pcm16, pcm16_to_float
-from voice.core.audio import ASR_RATE
 
 FRAME_S = 0.02
 

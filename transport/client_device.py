@@ -1,4 +1,4 @@
-"""A network client as the pipeline's device (``voice/shell/device.py``).
+"""A network client as the pipeline's device (``shell/device.py``).
 
 Shared by every network transport whose client plays the reply itself and
 may report what it played: our ``/ws`` protocol, the OpenAI Realtime
@@ -12,14 +12,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
+from shell.device import Captured, Played, UncontrolledSpeaker
 from transport.playback import PlaybackAccount
 from transport.resample import Resampler
-from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
-from voice.shell.device import Captured, Played, UncontrolledSpeaker
 
 
 class ClientDevice(UncontrolledSpeaker):  # the client holds and drops its own buffer
-    """A network client as the pipeline's device (``voice/shell/device.py``).
+    """A network client as the pipeline's device (``shell/device.py``).
 
     Its microphone is the audio the client sends, fed to the session at real
     time however it arrives (bursts are spread over the ticks they cover);

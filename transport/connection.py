@@ -2,7 +2,7 @@
 
 For each client the server makes a :class:`Connection` that carries out what
 its dialect (``transport/dialect.py``) asks: it feeds the microphone to a
-:class:`~voice.shell.session.Session` at real time (resampled to 16 kHz here,
+:class:`~shell.session.Session` at real time (resampled to 16 kHz here,
 at this transport's edge, once), paces the reply audio to the client's
 playback (:class:`~transport.client_device.ClientDevice`) and sends the
 pipeline's events through its :class:`~transport.outbox.Outbox`. A client's
@@ -23,6 +23,12 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from core.audio import ASR_RATE
+from core.events import Event
+from core.history import History
+from shell.clock import MonotonicClock
+from shell.pump import Pump
+from shell.session import Session
 from transport.client_device import ClientDevice
 from transport.dialect import Dialect
 from transport.outbox import Outbox
@@ -43,12 +49,6 @@ from transport.protocol import (
 from transport.resample import Resampler, resampler
 from transport.server_types import Server
 from transport.wire import quote
-from voice.core.audio import ASR_RATE
-from voice.core.events import Event
-from voice.core.history import History
-from voice.shell.clock import MonotonicClock
-from voice.shell.pump import Pump
-from voice.shell.session import Session
 
 log = logging.getLogger("voice.server")
 

@@ -18,8 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from core.events import Event
 from transport.protocol import Action, Send, TruncateReply
-from voice.core.events import Event
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voice.core.audio import ASR_RATE, resample
+from core.audio import ASR_RATE, resample
 
 
 class AudioInputError(ValueError):

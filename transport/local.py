@@ -1,4 +1,4 @@
-"""The sound card as the pipeline's device (``voice/shell/device.py``).
+"""The sound card as the pipeline's device (``shell/device.py``).
 
 :class:`SoundCardDevice` wraps a :class:`~transport.sound.SoundCard`: every
 10 ms the pump takes the microphone's audio, with what the speaker played
@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from shell.device import Captured, Played
 from transport.playback import PlaybackAccount
 from transport.sound import AudioDeviceError, SoundCard
-from voice.shell.device import Captured, Played
 
 log = logging.getLogger(__name__)
 

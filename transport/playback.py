@@ -6,7 +6,7 @@ played as totals: samples played and samples dropped unplayed (a buffer
 flushed on a barge-in), both counted over everything sent, in order. A
 client that sends no reports is taken to play each frame as soon as it
 arrives, one after the other (:meth:`PlaybackAccount.estimate`). Either way
-what comes out is sample counts per reply (:class:`~voice.shell.device.Played`),
+what comes out is sample counts per reply (:class:`~shell.device.Played`),
 for the session's playback ledger. With ``keep_audio`` the played audio
 itself is kept too (:meth:`PlaybackAccount.take_played_audio`): a network
 client's echo-canceller reference is what it played. No I/O and no clock:
@@ -19,7 +19,7 @@ from collections import deque
 
 import numpy as np
 
-from voice.shell.device import Played
+from shell.device import Played
 
 
 class ReportError(ValueError):

@@ -17,8 +17,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
-from transport.wire import Invalid, read_message
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     Backchannel,
@@ -40,6 +39,7 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from transport.wire import Invalid, read_message
 
 PROTOCOL_VERSION = 1
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)

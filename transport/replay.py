@@ -1,6 +1,6 @@
 """Replay: a recording as the microphone, a file as the speaker.
 
-:class:`ReplayDevice` is the device (``voice/shell/device.py``) that the pump
+:class:`ReplayDevice` is the device (``shell/device.py``) that the pump
 drives: each 20 ms tick it gives the next block of the recording and its
 speaker plays one block of reply audio (silence where there is none), which
 is the playback clock. ``reply.wav`` holds the assistant's audio on the
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
+from shell.device import Captured, Played, UncontrolledSpeaker
+from shell.pump import Pump
+from shell.session import Session
 from transport.echo_path import EchoPath
 from transport.resample import Resampler
-from voice.core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
-from voice.shell.device import Captured, Played, UncontrolledSpeaker
-from voice.shell.pump import Pump
-from voice.shell.session import Session
 
 
 @dataclass

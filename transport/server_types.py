@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
+from core.call import CallConfig
+from core.events import Event
+from shell.config import SessionConfig
+from shell.engines import Engines
+from shell.tools import Tools
 from transport.access import Access, is_loopback
 from transport.protocol import Limits
-from voice.core.call import CallConfig
-from voice.core.events import Event
-from voice.shell.config import SessionConfig
-from voice.shell.engines import Engines
-from voice.tools import Tools
 
 
 @dataclass(frozen=True)

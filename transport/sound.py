@@ -31,9 +31,9 @@ from time import monotonic
 
 import numpy as np
 
+from core.audio import ASR_RATE
 from transport.reference import ReferenceTrack
 from transport.resample import Resampler
-from voice.core.audio import ASR_RATE
 
 
 class AudioDeviceError(RuntimeError):

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
+from core.events import Event, PlaybackStopped
 from transport import g711
 from transport.protocol import (
     Action,
@@ -46,7 +47,6 @@ from transport.protocol import (
     UserText,
 )
 from transport.wire import Invalid, quote, read_message
-from voice.core.events import Event, PlaybackStopped
 
 log = logging.getLogger("voice.server.twilio")
 

@@ -36,10 +36,10 @@ from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConn
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
+from core.audio import ASR_RATE, BLOCK_S
+from shell.device import Captured, Played
 from transport.playback import PlaybackAccount
 from transport.resample import Resampler, resampler
-from voice.core.audio import ASR_RATE, BLOCK_S
-from voice.shell.device import Captured, Played
 
 log = logging.getLogger("voice.server.webrtc")
 
@@ -194,7 +194,7 @@ class Microphone:
 
 
 class WebRTCDevice:
-    """A WebRTC peer as the pipeline's device (``voice/shell/device.py``): the microphone's RTP
+    """A WebRTC peer as the pipeline's device (``shell/device.py``): the microphone's RTP
     in, the reply track out, what was heard from the RTP timeline. Pause, resume and flush act
     on the track at once: the browser only ever holds its jitter buffer."""
 

@@ -29,6 +29,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from shell import heap
+from shell.engines import Engines
 from transport.access import Access, is_loopback
 from transport.connection import ClosedSession, Connection
 from transport.http_post import HttpConnection, OneLineHandshakeLog
@@ -40,8 +42,6 @@ from transport.server_types import (
     SessionObserver,
 )
 from transport.static import health_response, static_file
-from voice.shell import heap
-from voice.shell.engines import Engines
 
 __all__ = [
     "ClosedSession",
@@ -88,7 +88,7 @@ class VoiceServer:
 
     async def start(self) -> None:
         cfg = self.config
-        # What a closed session freed goes back to the system (the choice and its figures: voice/shell/heap.py).
+        # What a closed session freed goes back to the system (the choice and its figures: shell/heap.py).
         heap.tune()
         self._server = await serve(
             self._handle,
@@ -198,7 +198,7 @@ class VoiceServer:
                 await peer.close()
             while len(self.closed) > 32:
                 self.closed.pop(next(iter(self.closed)))
-            await heap.after_session()  # (nothing with the heap's default strategy: voice/shell/heap.py)
+            await heap.after_session()  # (nothing with the heap's default strategy: shell/heap.py)
 
     async def http_post(self, connection: ServerConnection, target: str, headers: Headers, body: bytes) -> Response:
         """A POST request (``transport/http_post.py``): WebRTC's offer (``transport/routes.py``)."""

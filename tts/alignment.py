@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from voice.core.ledger import Word
+from core.ledger import Word
 
 _SILENT = {"^", "$", "_", " ", ",", ".", "!", "?", ";", ":", "—", "…"}
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import soxr
 
+from core.ledger import Word
+from core.sentences import speakable
 from tts.alignment import word_ends
-from voice.core.ledger import Word
-from voice.core.sentences import speakable
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from core.events import Event, event_from_json
+from shell.clock import MonotonicClock, VirtualClock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, Engines, load_engines
+from shell.session import Session
+from shell.tools import Tools
 from transport.files import load_audio
 from transport.replay import replay
-from voice.core.events import Event, event_from_json
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, Engines, load_engines
-from voice.shell.session import Session
-from voice.tools import Tools
 
 E = TypeVar("E", bound=Event)
 
@@ -36,7 +36,7 @@ async def qwen(tmp_path_factory):
     """The model that can call tools (Qwen2.5-Coder-0.5B-Instruct), embedded, loaded once."""
     from llm.base import GenerationConfig
     from llm.vllm_engine import VLLMEngine
-    from voice.shell.models import TOOL_PARSERS, llm_model_path
+    from shell.models import TOOL_PARSERS, llm_model_path
 
     engine = await asyncio.to_thread(
         VLLMEngine,

@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from voice.bench.evaluate import run_fixture, truncation_error_words
-from voice.bench.scoring import word_error_rate
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     BargeIn,
@@ -30,6 +27,9 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from tests.conftest import ROOT
+from voice.bench.evaluate import run_fixture, truncation_error_words
+from voice.bench.scoring import word_error_rate
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
+from shell.clock import MonotonicClock
+from shell.session import Session
 from tests.conftest import ROOT, recordings
 from transport.client import talk
 from transport.files import load_audio
@@ -28,8 +30,6 @@ from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.conversations import Conversations
 from voice.app.store import ConversationStore, StoreFull, StoreLocked, open_history
 from voice.bench.scoring import word_error_rate
-from voice.shell.clock import MonotonicClock
-from voice.shell.session import Session
 
 pytestmark = pytest.mark.engines
 

@@ -11,14 +11,14 @@ import signal
 import pytest
 import pytest_asyncio
 
+from core.end_of_turn import sentence_end_probability
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
+from shell.models import llm_model_path
 from tests.conftest import recordings
 from tests.integration.servers import metric, no_request_running, read_then_close
 from voice.bench.scoring import word_error_rate
 from voice.bench.vllm_server import launch_vllm_server, stop_server
-from voice.core.end_of_turn import sentence_end_probability
-from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,10 +12,10 @@ import pytest_asyncio
 from llm.base import LLMError
 from llm.openai_http import OpenAIChatClient
 from llm.pool import LLMPool
+from shell.models import llm_model_path
 from tests.integration.servers import metric, no_request_running, read_then_close
 from voice.bench.common import free_port
 from voice.bench.vllm_server import TCPProxy, launch_vllm_server, stop_server
-from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -11,12 +11,12 @@ import json
 
 import pytest
 
+from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
 from llm.base import GenerationConfig
 from llm.openai_http import OpenAIChatClient
+from shell.models import TOOL_PARSERS, llm_model_path
+from shell.tools import load_tools
 from voice.bench.vllm_server import launch_vllm_server, stop_server
-from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
-from voice.shell.models import TOOL_PARSERS, llm_model_path
-from voice.tools import load_tools
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

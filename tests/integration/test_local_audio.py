@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from core.events import AsrFinal, BargeIn, Event, PlaybackStart, Truncate, TtsChunk, TurnEnd
 from tests.conftest import ROOT, recordings
 from transport.files import load_audio
 from voice.app.logs import read_events
 from voice.app.store import ConversationStore
 from voice.bench.pulse import loop_back, start_pulse
-from voice.core.events import AsrFinal, BargeIn, Event, PlaybackStart, Truncate, TtsChunk, TurnEnd
 
 pytestmark = [
     pytest.mark.engines,

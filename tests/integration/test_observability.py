@@ -8,6 +8,10 @@ import urllib.request
 
 import pytest
 
+from core.events import BargeIn, Event, LlmDone, PlaybackEnd, SpeechStart
+from shell.clock import VirtualClock
+from shell.config import SessionConfig
+from shell.session import Session
 from tests.conftest import FIXTURES
 from transport.files import load_audio
 from transport.replay import replay, replay_turns
@@ -15,10 +19,6 @@ from voice.app.latency import turn_latencies
 from voice.app.logs import fan_out
 from voice.app.metrics import PipelineMetrics, serve
 from voice.bench.sequential import sequential_turns
-from voice.core.events import BargeIn, Event, LlmDone, PlaybackEnd, SpeechStart
-from voice.shell.clock import VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.session import Session
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

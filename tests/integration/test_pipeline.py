@@ -6,12 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import recordings
-from transport.files import load_audio
-from voice.app.latency import turn_latencies
-from voice.bench.scoring import word_error_rate
-from voice.core.audio import ASR_RATE
-from voice.core.events import (
+from core.audio import ASR_RATE
+from core.events import (
     AsrFinal,
     AsrPartial,
     BargeIn,
@@ -24,6 +20,10 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from tests.conftest import recordings
+from transport.files import load_audio
+from voice.app.latency import turn_latencies
+from voice.bench.scoring import word_error_rate
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -10,13 +10,13 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from core.events import TtsChunk
 from tests.conftest import recordings
 from transport.client import talk
 from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.bench.scoring import word_error_rate
-from voice.core.events import TtsChunk
 
 pytestmark = pytest.mark.engines
 

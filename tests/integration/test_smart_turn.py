@@ -21,10 +21,10 @@ import onnxruntime
 import pytest
 
 from asr.smart_turn import FRAMES, N_MELS, WINDOW, SmartTurn, float32_model, last_window, log_mel
+from core.audio import ASR_RATE
+from shell import models
 from tests.conftest import FIXTURES
 from transport.files import load_audio
-from voice.core.audio import ASR_RATE
-from voice.shell import models
 
 pytestmark = pytest.mark.engines
 

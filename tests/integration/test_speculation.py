@@ -14,14 +14,8 @@ import asyncio
 
 import pytest
 
-from tests.conftest import FIXTURES
-from transport.files import load_audio
-from transport.replay import replay
-from voice.app.store import ConversationStore, open_history
-from voice.bench.fixtures import with_silence
-from voice.bench.scoring import word_error_rate
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.events import (
+from core.end_of_turn import EndOfTurnConfig
+from core.events import (
     Event,
     LlmDone,
     LlmFirstToken,
@@ -34,10 +28,16 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
-from voice.core.history import Turn
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.session import Session
+from core.history import Turn
+from shell.clock import MonotonicClock, VirtualClock
+from shell.config import SessionConfig
+from shell.session import Session
+from tests.conftest import FIXTURES
+from transport.files import load_audio
+from transport.replay import replay
+from voice.app.store import ConversationStore, open_history
+from voice.bench.fixtures import with_silence
+from voice.bench.scoring import word_error_rate
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -16,17 +16,17 @@ import pytest_asyncio
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from core.audio import ASR_RATE
+from core.call import CallConfig, IdlePolicy
+from core.events import ToolCallEnd
+from shell import models
+from shell.tools import load_tools
 from tests.conftest import recordings
 from transport.files import load_audio
 from transport.ws_server import ServerConfig, VoiceServer
 from tts.piper_tts import PiperTTS
 from voice.bench.scoring import word_error_rate
 from voice.bench.twilio_caller import SID, START, Listen, Press, Quiet, Say, call, to_8k
-from voice.core.audio import ASR_RATE
-from voice.core.call import CallConfig, IdlePolicy
-from voice.core.events import ToolCallEnd
-from voice.shell import models
-from voice.tools import load_tools
 
 pytestmark = pytest.mark.engines
 

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from core.audio import ASR_RATE
+from core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
+from core.tool_calls import ToolCallDelta
+from shell import models
+from shell.config import SessionConfig
+from shell.engines import Engines
+from shell.tools import Tools, load_tools, tool
 from tests.integration.conftest import run_replay
 from tts.piper_tts import PiperTTS
-from voice.core.audio import ASR_RATE
-from voice.core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
-from voice.core.tool_calls import ToolCallDelta
-from voice.shell import models
-from voice.shell.config import SessionConfig
-from voice.shell.engines import Engines
-from voice.tools import Tools, load_tools, tool
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

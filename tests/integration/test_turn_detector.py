@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from core.events import EndOfTurnText
+from shell.config import SessionConfig
 from tests.conftest import FIXTURES
 from transport.files import load_audio
 from voice.bench.fixtures import SHARED_SPEECH, with_silence
 from voice.bench.scoring import word_error_rate
 from voice.bench.turns import run_turns
-from voice.core.events import EndOfTurnText
-from voice.shell.config import SessionConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 

@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
+from core.audio import ASR_RATE
 from tests.conftest import ROOT
 from transport.files import load_audio
 from voice.bench.fixtures import ECHO_DB, INTERRUPTIONS, PAUSES_S, SENTENCES, SHARED_SPEECH, load_manifest
-from voice.core.audio import ASR_RATE
 
 pytestmark = pytest.mark.engines  # Whisper base finds the word boundaries
 

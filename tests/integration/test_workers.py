@@ -20,6 +20,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from shell.models import llm_model_path
 from tests.conftest import recordings
 from transport.client import talk
 from transport.files import load_audio
@@ -27,7 +28,6 @@ from voice.app.store import ConversationStore
 from voice.bench.common import free_port
 from voice.bench.deployment import FrontDoor, Worker, worker_args
 from voice.bench.vllm_server import launch_vllm_server, stop_server
-from voice.shell.models import llm_model_path
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="module")]
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asr.whisper import Transcript
+from core.audio import ASR_RATE
+from core.budget import Budget
+from core.ledger import Word
+from core.tool_calls import ToolCallDelta
 from llm.base import Delta
 from tts.piper_tts import SpeechPiece
-from voice.core.audio import ASR_RATE
-from voice.core.budget import Budget
-from voice.core.ledger import Word
-from voice.core.tool_calls import ToolCallDelta
 
 OUTPUT_RATE = 24000
 WORD_S = 0.25
@@ -135,7 +135,7 @@ class StandInTTS:
 
 @dataclass
 class StandInEngines:
-    """The shape of :class:`voice.shell.engines.Engines`, with stand-ins."""
+    """The shape of :class:`shell.engines.Engines`, with stand-ins."""
 
     asr_final: StandInRecognizer
     llm: StandInLLM

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voice.core.endpointing import (
+from core.endpointing import (
     EndpointConfig,
     Endpointer,
     OnsetDropped,
@@ -11,8 +11,8 @@ from voice.core.endpointing import (
     SpeechStart,
     speech_run_start,
 )
-from voice.core.partials import PartialConfig, PartialPolicy
-from voice.core.stability import LocalAgreement
+from core.partials import PartialConfig, PartialPolicy
+from core.stability import LocalAgreement
 
 FRAME_S = 0.032
 
@@ -119,7 +119,7 @@ def test_a_decode_that_says_it_again_is_caught():
 
 
 def test_level_meters():
-    from voice.core.levels import BackgroundMeter, LevelMeter
+    from core.levels import BackgroundMeter, LevelMeter
 
     level = LevelMeter()
     assert level.db is None

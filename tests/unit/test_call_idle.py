@@ -1,9 +1,9 @@
-"""The quiet-line policy of a call (voice/core/call.py), on scripted activity."""
+"""The quiet-line policy of a call (core/call.py), on scripted activity."""
 
 from __future__ import annotations
 
-from voice.core.call import IdleAction, IdlePolicy, IdleWatch
-from voice.core.history import History, Turn
+from core.call import IdleAction, IdlePolicy, IdleWatch
+from core.history import History, Turn
 
 
 def run(watch: IdleWatch, until: float, busy=lambda t: False, speaking=lambda t: False) -> list[tuple[float, str]]:

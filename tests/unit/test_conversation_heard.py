@@ -3,15 +3,15 @@ session dated it (a voiced frame by its own time, the others by when the session
 
 from __future__ import annotations
 
-from voice.core.budget import Budget
-from voice.core.commands import CheckInterruption, PausePlayback, StartResponse
-from voice.core.end_of_turn import CheckEndOfTurn
-from voice.core.endpointing import OnsetDropped, SpeechOnset, SpeechStart
-from voice.core.floor import State
-from voice.core.hearing import Ended, PartialDue, SpeechContinues, SpeechPaused
-from voice.core.ledger import Word
-from voice.core.partials import PartialConfig, PartialPolicy
-from voice.core.turns import Conversation
+from core.budget import Budget
+from core.commands import CheckInterruption, PausePlayback, StartResponse
+from core.end_of_turn import CheckEndOfTurn
+from core.endpointing import OnsetDropped, SpeechOnset, SpeechStart
+from core.floor import State
+from core.hearing import Ended, PartialDue, SpeechContinues, SpeechPaused
+from core.ledger import Word
+from core.partials import PartialConfig, PartialPolicy
+from core.turns import Conversation
 
 
 def of(kind, commands):
@@ -79,7 +79,7 @@ def test_engine_work_is_left_to_the_shell():
 
 def test_the_instructions_can_be_changed_mid_conversation():
     """A Realtime client's session.update sets them (transport/connection.py): the next request reads them."""
-    from voice.core.commands import StartResponse
+    from core.commands import StartResponse
 
     c = Conversation("be brief")
     c.system_prompt = "answer in French"

@@ -11,9 +11,7 @@ import json
 
 import pytest
 
-from transport.protocol import PUBLIC_EVENTS, Send, TruncateReply, VoiceProtocol
-from transport.realtime import EVENT_HANDLERS, RealtimeProtocol
-from voice.core.events import (
+from core.events import (
     EVENTS,
     AsrFinal,
     AsrPartial,
@@ -46,6 +44,8 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from transport.protocol import PUBLIC_EVENTS, Send, TruncateReply, VoiceProtocol
+from transport.realtime import EVENT_HANDLERS, RealtimeProtocol
 
 SESSION = "abcdef1234567890"
 S = SESSION[:8]  # the ids' suffix

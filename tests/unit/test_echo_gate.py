@@ -1,4 +1,4 @@
-"""The echo gate (``voice/core/echo_gate.py``): the person, or the assistant's own voice?
+"""The echo gate (``core/echo_gate.py``): the person, or the assistant's own voice?
 
 Two kinds of test. On recorded frames: the bundled recordings, one as what
 the assistant plays and one as the person, the played one sent through
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.audio import ASR_RATE, VAD_FRAME
+from core.echo_gate import EchoGate
 from transport.echo_path import EchoPath
 from transport.files import load_audio
-from voice.core.audio import ASR_RATE, VAD_FRAME
-from voice.core.echo_gate import EchoGate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 PLAYED = load_audio(FIXTURES / "ljspeech_LJ001-0005.wav")  # the assistant's voice: 8.1 s, a female reader

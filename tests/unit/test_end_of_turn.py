@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice.core.end_of_turn import (
+from core.end_of_turn import (
     CheckEndOfTurn,
     EndOfTurn,
     EndOfTurnConfig,

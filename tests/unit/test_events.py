@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from voice.core.events import (
+from core.events import (
     EVENTS,
     AsrFinal,
     AsrPartial,
@@ -287,8 +287,8 @@ def _constructed_events(path: Path, emit_method: str | None = "_emit") -> tuple[
 def test_every_event_the_core_and_the_session_emit_is_registered():
     names = {cls.__name__ for cls in EVENTS.values()}
     made, emitted = set(), set()
-    core = [(path, None) for path in sorted((ROOT / "voice/core").glob("*.py"))]  # the core emits by commands
-    shell = [(path, "_emit") for path in sorted((ROOT / "voice/shell").glob("*.py"))]  # the session's stages
+    core = [(path, None) for path in sorted((ROOT / "core").glob("*.py"))]  # the core emits by commands
+    shell = [(path, "_emit") for path in sorted((ROOT / "shell").glob("*.py"))]  # the session's stages
     for path, emit_method in core + shell:
         m, e = _constructed_events(path, emit_method)
         made |= m
@@ -321,7 +321,7 @@ def _imported_events(tree: ast.AST) -> set[str]:
     return {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "voice.core.events"
+        if isinstance(node, ast.ImportFrom) and node.module == "core.events"
         for alias in node.names
     }
 
@@ -331,7 +331,7 @@ def test_each_consumer_matches_only_registered_events(path):
     tree = ast.parse((ROOT / path).read_text())
     matched = _matched_classes(tree)
     assert matched, f"{path} matches no event"
-    assert matched <= _imported_events(tree), f"{path}: {matched - _imported_events(tree)} not from voice.core.events"
+    assert matched <= _imported_events(tree), f"{path}: {matched - _imported_events(tree)} not from core.events"
     assert matched <= {cls.__name__ for cls in EVENTS.values()}
 
 

@@ -1,10 +1,10 @@
-"""voice/shell/heap.py: the allocator's settings for the server, from VOICE_HEAP (glibc; a no-op elsewhere)."""
+"""shell/heap.py: the allocator's settings for the server, from VOICE_HEAP (glibc; a no-op elsewhere)."""
 
 from __future__ import annotations
 
 import pytest
 
-from voice.shell import heap
+from shell import heap
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 budget, the end-of-turn model's checks (answered with scripted probabilities).
 
 The VAD is a stand-in (an energy threshold, see ``stand_in_engines.py``):
-what is tested is what :class:`~voice.core.hearing.Hearing` does with the
+what is tested is what :class:`~core.hearing.Hearing` does with the
 probabilities, not Silero.
 """
 
@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from stand_in_engines import StandInVAD, silence
 
+from core.audio import ASR_BLOCK, ASR_RATE
+from core.budget import Budget
+from core.echo_gate import EchoGate
+from core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
+from core.endpointing import EndpointConfig, SpeechOnset, SpeechStart
+from core.hearing import FRAME_S, Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
+from core.partials import PartialConfig
 from transport.files import load_audio
-from voice.core.audio import ASR_BLOCK, ASR_RATE
-from voice.core.budget import Budget
-from voice.core.echo_gate import EchoGate
-from voice.core.end_of_turn import CheckEndOfTurn, EndOfTurnConfig
-from voice.core.endpointing import EndpointConfig, SpeechOnset, SpeechStart
-from voice.core.hearing import FRAME_S, Ended, Hearing, PartialDue, SpeechContinues, SpeechPaused
-from voice.core.partials import PartialConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUESTION = FIXTURES / "cmu_arctic_us_aew_a0003.wav"

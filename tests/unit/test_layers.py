@@ -1,13 +1,16 @@
 """The import graph shows the layers: no cycles between files, and each layer imports only the ones below it.
 
-    voice.core            pure: turn-taking, sentences, playback accounting, hearing, history
-    asr, tts, llm         the engines' adapters
-    voice.tools           the tools the assistant can call (the person's own code among them)
-    voice.shell           asyncio wiring: session, pump, device port, clock, engine loading
-    transport             devices and servers: replay, sound card, WebSocket
-    voice.app             the application: CLI, terminal, store, metrics, logs
-    voice.bench           benchmark helpers
-    voice.run, voice.history   the ``python -m`` entry points
+The folders are the layers, read from the bottom up; a module imports only from
+its own folder and the ones above it in this list (issue 31):
+
+    core/                 pure: turn-taking, sentences, playback accounting, hearing, history
+    asr/, tts/, llm/      the engines' adapters
+    shell/tools/          the tools the assistant can call (the person's own code among them)
+    shell/                asyncio wiring: session, stages, pump, device port, clock, engine loading
+    transport/            devices and servers: replay, sound card, WebSocket, Realtime, Twilio, WebRTC
+    voice/app/            the application: CLI, terminal, store, metrics, logs
+    voice/bench/          the benchmarks (python -m voice.bench NAME)
+    voice/                the ``python -m`` entry points, and ``voice.tools`` for tools files
 
 Every import counts, those inside functions too: a lazy import is still a dependency.
 """
@@ -19,12 +22,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("voice", "asr", "llm", "tts", "transport")
+PACKAGES = ("core", "asr", "llm", "tts", "shell", "transport", "voice")
+# The folders from the bottom up: what a folder's modules may import besides their own.
+FOLDERS = [("core",), ("asr", "tts", "llm"), ("shell",), ("transport",), ("voice",)]
 LAYERS = [
-    ("voice.core",),
+    ("core",),
     ("asr", "tts", "llm"),
-    ("voice.tools",),
-    ("voice.shell",),
+    ("shell.tools",),
+    ("shell",),
     ("transport",),
     ("voice.app",),
     ("voice.bench",),
@@ -68,7 +73,7 @@ def _imports(path: Path, name: str) -> set[str]:
             else:
                 module = node.module or ""
             found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from voice.shell import models`
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from shell import models`
     return found
 
 
@@ -146,14 +151,32 @@ def test_each_layer_imports_only_the_layers_below():
     assert upward == []
 
 
+def test_the_folders_are_the_layers():
+    """A picture of the top-level folders has every arrow pointing down: no folder imports
+    one above it, so the folders alone tell a newcomer what may use what."""
+    project, _ = _graph()
+    rank = {top: i for i, tops in enumerate(FOLDERS) for top in tops}
+    assert set(rank) == set(PACKAGES)
+    upward = sorted(
+        f"{m} imports {i}"
+        for m, imported in project.items()
+        for i in imported
+        if rank[i.split(".")[0]] > rank[m.split(".")[0]]
+    )
+    assert upward == []
+    # Each layer lives in one folder: the order of LAYERS is the order of the folders.
+    tops = [rank[prefixes[0].split(".")[0]] for prefixes in LAYERS]
+    assert tops == sorted(tops)
+
+
 def test_the_core_is_pure():
     """The core imports nothing from the engines, the transports or the application, and does no I/O."""
     project, everything = _graph()
     core = [m for m in project if _layer(m) == 0]
-    assert "voice.core.turns" in core and "voice.core.hearing" in core
-    outside = {m: sorted(i for i in project[m] if not i.startswith("voice.core")) for m in core}
+    assert "core.turns" in core and "core.hearing" in core
+    outside = {m: sorted(i for i in project[m] if i.split(".")[0] != "core") for m in core}
     assert {m: v for m, v in outside.items() if v} == {}
-    foreign = {m: sorted(everything[m] - CORE_MAY_IMPORT - {"voice"}) for m in core}
+    foreign = {m: sorted(everything[m] - CORE_MAY_IMPORT - {"core"}) for m in core}
     assert {m: v for m, v in foreign.items() if v} == {}
 
 
@@ -212,17 +235,15 @@ def test_every_exception_is_still_needed():
 
 def test_only_the_pump_and_what_opens_sessions_import_the_session():
     project, _ = _graph()
-    importers = sorted(m for m, imported in project.items() if "voice.shell.session" in imported)
-    assert [m for m in importers if m != "voice.shell.pump" and m not in OPENS_SESSIONS] == []
+    importers = sorted(m for m, imported in project.items() if "shell.session" in imported)
+    assert [m for m in importers if m != "shell.pump" and m not in OPENS_SESSIONS] == []
     assert [m for m in OPENS_SESSIONS if m not in importers] == [], "no longer imports the session: remove it"
 
 
 def test_the_stages_of_the_shell_never_import_the_session():
     project, _ = _graph()
-    stages = [
-        m for m in project if m.startswith("voice.shell.") and m not in ("voice.shell.session", "voice.shell.pump")
-    ]
-    assert [m for m in stages if "voice.shell.session" in project[m]] == []
+    stages = [m for m in project if m.startswith("shell.") and m not in ("shell.session", "shell.pump")]
+    assert [m for m in stages if "shell.session" in project[m]] == []
 
 
 def test_benchmarks_never_import_the_tests():

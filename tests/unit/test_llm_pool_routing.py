@@ -9,7 +9,7 @@ import pytest
 from llm.base import LLMError
 from llm.openai_http import LLMStatusError, OpenAIChatClient
 from llm.pool import LLMPool, Router, conversation_key, is_replica_failure
-from voice.shell.engines import EngineConfig, make_llm
+from shell.engines import EngineConfig, make_llm
 
 URLS = ["http://a:8000", "http://b:8000", "http://c:8000"]
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from voice.app.metrics import PipelineMetrics
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     BargeIn,
     Error,
@@ -17,6 +16,7 @@ from voice.core.events import (
     SpeechEnd,
     TtsChunk,
 )
+from voice.app.metrics import PipelineMetrics
 
 TURN = [
     SpeechEnd(3.0, end=2.5, utterance=1),

@@ -7,15 +7,15 @@ import dataclasses
 
 import pytest
 
+from core.barge_in import BargeInPolicy
+from core.call import CallConfig
+from core.end_of_turn import EndOfTurnConfig
+from core.endpointing import EndpointConfig
 from llm.base import GenerationConfig
+from shell.config import SessionConfig
+from shell.engines import EngineConfig
 from voice.app.options import OPTIONS, build_parser, configure
 from voice.app.runtime import call_config, end_of_turn_config, engine_config, session_config
-from voice.core.barge_in import BargeInPolicy
-from voice.core.call import CallConfig
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.endpointing import EndpointConfig
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig
 
 parse = build_parser().parse_args
 

@@ -7,13 +7,13 @@ import asyncio
 import numpy as np
 import pytest
 
+from core.audio import AudioBuffer
+from core.events import event_from_json
+from core.history import History, Turn
+from core.ledger import PlaybackLedger, Word
+from shell.clock import VirtualClock
 from tts.alignment import word_ends
 from voice.app.latency import turn_latencies
-from voice.core.audio import AudioBuffer
-from voice.core.events import event_from_json
-from voice.core.history import History, Turn
-from voice.core.ledger import PlaybackLedger, Word
-from voice.shell.clock import VirtualClock
 
 
 def test_ledger_heard_words_follow_the_played_samples():
@@ -94,7 +94,7 @@ def test_fit_to_context_forgets_the_oldest_turns_first():
 
 
 def test_playout_pause_fades_keeps_the_queue_and_resumes():
-    from voice.core.playout import Playout
+    from core.playout import Playout
 
     p = Playout(rate=1000, fade_ms=5)
     p.append(np.ones(100, dtype=np.float32))

@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
+from core.audio import ASR_BLOCK, BLOCK_S
+from shell.device import Played
 from transport.client_device import ClientDevice
 from transport.playback import PlaybackAccount, ReportError
-from voice.core.audio import ASR_BLOCK, BLOCK_S
-from voice.shell.device import Played
 
 RATE = 24000
 

@@ -525,7 +525,7 @@ def test_every_stage_that_can_fail_tells_the_client_what_it_means():
 
     from transport.protocol import FAILURES
 
-    shell = Path(__file__).resolve().parents[2] / "voice" / "shell"
+    shell = Path(__file__).resolve().parents[2] / "shell"
     source = "".join(path.read_text() for path in sorted(shell.rglob("*.py")))
     stages = set(re.findall(r'_error\("(\w+)"', source)) - {"internal"}
     assert stages and stages <= set(FAILURES), stages - set(FAILURES)

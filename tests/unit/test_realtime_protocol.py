@@ -17,10 +17,10 @@ import struct
 import numpy as np
 import pytest
 
+from core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallStart
 from transport import g711
 from transport.protocol import AudioIn, CancelReply, Configure, Limits, Send, ToolOutput, TruncateReply, UserText
 from transport.realtime import RealtimeProtocol
-from voice.core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallStart
 
 SID = "0123456789abcdef"  # item and response ids carry its first 8 characters
 SESSION = {

@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice.core.sentences import SentenceGrouper, speakable
+from core.sentences import SentenceGrouper, speakable
 
 
 def group(text: str, deltas: list[str] | None = None, clause_words: int = 1000, phrase_words: int = 1000) -> list[str]:

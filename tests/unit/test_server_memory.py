@@ -20,9 +20,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 import transport.outbox as outbox
+from shell.config import SessionConfig
 from transport.protocol import Limits, float_to_pcm16
 from transport.ws_server import ClosedSession, ServerConfig, VoiceServer
-from voice.shell.config import SessionConfig
 
 SMALL_BUFFER = 4096  # the kernel's socket buffers, both ends: the outbox fills after a few kB, not MBs
 

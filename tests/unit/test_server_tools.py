@@ -11,11 +11,11 @@ from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, sile
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedOK
 
+from core.tool_calls import ToolCallDelta
+from shell.config import SessionConfig
+from shell.tools import load_tools
 from transport.protocol import float_to_pcm16
 from transport.ws_server import ServerConfig, VoiceServer
-from voice.core.tool_calls import ToolCallDelta
-from voice.shell.config import SessionConfig
-from voice.tools import load_tools
 
 
 async def test_end_conversation_closes_the_connection_with_1000_after_the_goodbye():

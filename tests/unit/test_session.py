@@ -25,11 +25,10 @@ from stand_in_engines import (
     tone,
 )
 
-from transport.replay import ReplayDevice, replay
-from voice.core.audio import ASR_BLOCK, BLOCK_S
-from voice.core.commands import Command
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.events import (
+from core.audio import ASR_BLOCK, BLOCK_S
+from core.commands import Command
+from core.end_of_turn import EndOfTurnConfig
+from core.events import (
     AsrFinal,
     BargeIn,
     EndOfTurnCheck,
@@ -48,13 +47,14 @@ from voice.core.events import (
     Truncate,
     TurnEnd,
 )
-from voice.core.partials import PartialConfig
-from voice.shell.clock import VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.device import Captured
-from voice.shell.pump import Pump
-from voice.shell.session import Session
-from voice.shell.work import Serves
+from core.partials import PartialConfig
+from shell.clock import VirtualClock
+from shell.config import SessionConfig
+from shell.device import Captured
+from shell.pump import Pump
+from shell.session import Session
+from shell.work import Serves
+from transport.replay import ReplayDevice, replay
 
 E = TypeVar("E", bound=Event)
 

@@ -1,6 +1,6 @@
 """Tools in the shell: Session + Pump on virtual time, with stand-in engines and real tools.
 
-The stand-in LLM makes scripted calls; the tools are real ``voice.tools`` tools
+The stand-in LLM makes scripted calls; the tools are real ``shell.tools`` tools
 (the built-ins, and slow ones defined here), run by the session as it would
 run any. The real model making real calls is tests/integration/test_llm_tools.py
 and test_tools_voice.py.
@@ -14,12 +14,12 @@ import numpy as np
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 from test_session import INTERRUPTION_HZ, QUESTION_HZ, WORDS, run
 
-from voice.core.events import BargeIn, Event, ToolCallEnd, ToolCallStart, TtsChunk, TurnEnd
-from voice.core.tool_calls import ToolCallDelta
-from voice.shell.clock import VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.session import Session
-from voice.tools import Tools, load_tools, tool
+from core.events import BargeIn, Event, ToolCallEnd, ToolCallStart, TtsChunk, TurnEnd
+from core.tool_calls import ToolCallDelta
+from shell.clock import VirtualClock
+from shell.config import SessionConfig
+from shell.session import Session
+from shell.tools import Tools, load_tools, tool
 
 
 def call(name: str, arguments: str = "{}", index: int = 0) -> ToolCallDelta:

@@ -1,10 +1,10 @@
-"""What Whisper hears of an utterance with long silences inside it (voice/core/audio.py)."""
+"""What Whisper hears of an utterance with long silences inside it (core/audio.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from voice.core.audio import ASR_RATE, shorten_pauses
+from core.audio import ASR_RATE, shorten_pauses
 
 
 def timeline(t0: float, seconds: float) -> np.ndarray:

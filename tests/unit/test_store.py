@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from core.commands import StartResponse, Synthesize, TranscribeFinal
+from core.history import History, Turn
+from core.ledger import Word
+from core.turns import Conversation
 from tests.conftest import ROOT, raw
 from voice.app.conversations import Conversations
 from voice.app.store import (
@@ -40,10 +44,6 @@ from voice.app.store import (
     default_db_path,
     open_history,
 )
-from voice.core.commands import StartResponse, Synthesize, TranscribeFinal
-from voice.core.history import History, Turn
-from voice.core.ledger import Word
-from voice.core.turns import Conversation
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_a_written_turn_is_visible_to_another_connection_at_once(store, db):
 def test_a_finalized_turn_survives_sigkill(db):
     proc = run_python(f"""
         import os, signal
-        from voice.core.history import Turn
+        from core.history import Turn
         from voice.app.store import ConversationStore, open_history
         s = ConversationStore.open({str(db)!r})
         s.create_session("k")
@@ -234,7 +234,7 @@ def test_a_database_of_schema_version_1_is_migrated_and_reads_as_before(sqlite_d
 
 
 def test_tool_turns_are_stored_and_read_back_with_their_call(store):
-    from voice.core.history import ToolUse
+    from core.history import ToolUse
 
     sid, history, recorder = open_history(store, None)
     history.add(user("what time is it"))
@@ -470,7 +470,7 @@ def test_another_process_writes_while_this_one_reads(db):
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-                from voice.core.history import Turn
+                from core.history import Turn
                 from voice.app.store import ConversationStore
                 s = ConversationStore.open({str(db)!r}, timeout=30)
                 for k in range({n}):
@@ -714,7 +714,7 @@ def test_a_failing_listener_does_not_break_the_history(caplog):
         changed = removed = added
 
     h = History(listener=Broken())
-    with caplog.at_level("ERROR", logger="voice.core.history"):
+    with caplog.at_level("ERROR", logger="core.history"):
         h.add(user("still here"))
     assert [t.text for t in h.turns] == ["still here"]
     assert "listener failed" in caplog.text
@@ -1110,7 +1110,7 @@ def test_text_the_database_cannot_encode_is_stored_cleaned_never_a_lost_turn(sto
     """Every text column (user and assistant text, a tool's arguments and result, metadata, the
     session's prompt and meta) stores U+FFFD for what it cannot encode, and the turn is kept: before,
     the driver refused the write ("persisting a turn failed") and the turn was lost."""
-    from voice.core.history import ToolUse
+    from core.history import ToolUse
 
     nul = "\x00" if not isinstance(db, Path) else ""  # PostgreSQL's text cannot hold NUL either
     meta = {"digits": f"1{LONE}", f"key{LONE}": [LONE, {"deep": LONE}]}

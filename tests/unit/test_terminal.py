@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import io
 
-from voice.app.terminal import TerminalView, meter
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     PlaybackStart,
@@ -15,6 +14,7 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
+from voice.app.terminal import TerminalView, meter
 
 
 def test_meter_spans_minus_60_to_0_dbfs():

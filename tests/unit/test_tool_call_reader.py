@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.tool_calls import ToolCallDelta
 from llm.base import Delta
 from llm.vllm_engine import ToolCallReader
-from voice.core.tool_calls import ToolCallDelta
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Streamed tool calls pieced together and released only when whole (``voice/core/tool_calls.py``).
+"""Streamed tool calls pieced together and released only when whole (``core/tool_calls.py``).
 
 The property: for any split of a stream of calls into pieces, no call is released
 before its last piece has arrived, every released call's arguments are exactly the
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
+from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=12),

@@ -1,4 +1,4 @@
-"""Tools from Python functions (``voice/tools``): schemas from annotations, calls checked
+"""Tools from Python functions (``shell/tools``): schemas from annotations, calls checked
 before they run, timeouts and failures as results, tool files and their mistakes, the built-ins."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Literal
 
 import pytest
 
-from voice.core.tool_calls import ToolCall
-from voice.tools import Tool, ToolContext, ToolDefinitionError, Tools, load_tools, tool
+from core.tool_calls import ToolCall
+from shell.tools import Tool, ToolContext, ToolDefinitionError, Tools, load_tools, tool
 
 
 class Unit(enum.Enum):
@@ -261,11 +261,11 @@ def test_the_wall_clock_has_a_time_zone():
     assert FakeContext().now().tzinfo is not None and datetime.now(UTC).tzinfo is not None
 
 
-# -- the one argument checker (voice/tools/arguments.py) --------------------------
+# -- the one argument checker (shell/tools/arguments.py) --------------------------
 
 
 def test_a_client_tools_arguments_are_checked_against_its_json_schema():
-    from voice.tools.arguments import SchemaArguments, schema_problem
+    from shell.tools.arguments import SchemaArguments, schema_problem
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     checker = SchemaArguments(schema)

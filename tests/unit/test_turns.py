@@ -6,9 +6,9 @@ from typing import TypeVar
 
 import pytest
 
-from voice.core.barge_in import BargeInPolicy, _words, echo_similarity
-from voice.core.budget import Budget
-from voice.core.commands import (
+from core.barge_in import BargeInPolicy, _words, echo_similarity
+from core.budget import Budget
+from core.commands import (
     CancelResponse,
     CheckInterruption,
     CommitSpeculation,
@@ -20,7 +20,7 @@ from voice.core.commands import (
     Synthesize,
     TranscribeFinal,
 )
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     Backchannel,
     BargeIn,
@@ -42,10 +42,10 @@ from voice.core.events import (
     TtsChunk,
     TurnEnd,
 )
-from voice.core.floor import State
-from voice.core.history import INTERRUPTED_MARKER
-from voice.core.ledger import Word
-from voice.core.turns import Conversation
+from core.floor import State
+from core.history import INTERRUPTED_MARKER
+from core.ledger import Word
+from core.turns import Conversation
 
 E = TypeVar("E", bound=Event)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from voice.core.budget import Budget
-from voice.core.commands import (
+from core.budget import Budget
+from core.commands import (
     CancelResponse,
     CommitSpeculation,
     DiscardSpeculation,
@@ -14,11 +14,11 @@ from voice.core.commands import (
     Synthesize,
     TranscribeFinal,
 )
-from voice.core.events import LlmDone, ToolCallEnd, ToolCallStart, TurnEnd
-from voice.core.history import History, ToolUse, Turn
-from voice.core.ledger import Word
-from voice.core.tool_calls import ToolCall, ToolCallDelta
-from voice.core.turns import Conversation
+from core.events import LlmDone, ToolCallEnd, ToolCallStart, TurnEnd
+from core.history import History, ToolUse, Turn
+from core.ledger import Word
+from core.tool_calls import ToolCall, ToolCallDelta
+from core.turns import Conversation
 
 TOOLS = [{"type": "function", "function": {"name": "get_current_time", "description": "now", "parameters": {}}}]
 RATE = 24000

@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 
+from core.call import CallConfig, IdlePolicy
+from core.events import PlaybackStopped, TurnEnd
+from shell.config import SessionConfig
 from transport import g711
 from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
 from transport.twilio import LEAD_S, TwilioProtocol
@@ -21,9 +24,6 @@ from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.conversations import Conversations
 from voice.app.store import ConversationStore
 from voice.bench.twilio_caller import SID, START, Listen, Quiet, Say, call, mark, media, to_8k
-from voice.core.call import CallConfig, IdlePolicy
-from voice.core.events import PlaybackStopped, TurnEnd
-from voice.shell.config import SessionConfig
 
 
 def started() -> TwilioProtocol:

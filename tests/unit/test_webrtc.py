@@ -14,10 +14,10 @@ from av import AudioFrame
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 from websockets.asyncio.client import connect
 
+from shell.config import SessionConfig
 from transport.webrtc import PLAYOUT_DELAY_S, Microphone, OfferError, ReplyTrack, read_offer
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.bench.webrtc_client import webrtc_call
-from voice.shell.config import SessionConfig
 
 SDP = (
     "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"

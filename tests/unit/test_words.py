@@ -1,10 +1,10 @@
-"""The one tokenizer of the turn-taking rules (voice/core/words.py)."""
+"""The one tokenizer of the turn-taking rules (core/words.py)."""
 
 from __future__ import annotations
 
 import re
 
-from voice.core.words import words
+from core.words import words
 
 TEXTS = ["Uh-huh, yeah.", "Call 555 12", "twenty-one", "forty-two line Bible", "it's 3.5 -- ok-", "Covid-19 A-ok", ""]
 

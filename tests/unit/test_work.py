@@ -1,11 +1,11 @@
-"""Work in flight and the one submission point for engine work (voice/shell/work.py)."""
+"""Work in flight and the one submission point for engine work (shell/work.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from voice.shell.work import Serves, Work
+from shell.work import Serves, Work
 
 
 async def test_settle_waits_for_every_task_and_thread_started():

@@ -8,11 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from transport.protocol import (
-    Send,
-    failure_text,
-)
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     AwaitingTools,
@@ -27,6 +23,10 @@ from voice.core.events import (
     Truncate,
     TtsChunk,
     TurnEnd,
+)
+from transport.protocol import (
+    Send,
+    failure_text,
 )
 
 

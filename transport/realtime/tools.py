@@ -1,6 +1,6 @@
 """The client's own tools, as Realtime's ``session.update`` gives them: checked and put in the
 shape the chat API takes them (the model is offered them; the client runs the calls). Their
-parameters are checked by the one tool-argument checker (``voice/tools/arguments.py``), which
+parameters are checked by the one tool-argument checker (``shell/tools/arguments.py``), which
 checks each call's arguments against them too."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from shell.tools.arguments import schema_problem
 from transport.wire import quote
-from voice.tools.arguments import schema_problem
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

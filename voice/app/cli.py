@@ -26,6 +26,22 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from core.events import (
+    AsrFinal,
+    Backchannel,
+    BargeIn,
+    Error,
+    Event,
+    PlaybackResumed,
+    ToolCallEnd,
+    ToolCallStart,
+    Truncate,
+    TtsChunk,
+)
+from shell import models
+from shell.engines import LoadInterrupted
+from shell.models import MissingModelError
+from shell.tools import ToolDefinitionError, Tools, load_tools
 from transport.files import AudioInputError, load_audio
 from voice.app.modes.desk import run_local
 from voice.app.modes.replay import run_replay
@@ -42,22 +58,6 @@ from voice.app.runtime import (
     session_config,
     set_up_logging,
 )
-from voice.core.events import (
-    AsrFinal,
-    Backchannel,
-    BargeIn,
-    Error,
-    Event,
-    PlaybackResumed,
-    ToolCallEnd,
-    ToolCallStart,
-    Truncate,
-    TtsChunk,
-)
-from voice.shell import models
-from voice.shell.engines import LoadInterrupted
-from voice.shell.models import MissingModelError
-from voice.tools import ToolDefinitionError, Tools, load_tools
 
 
 class EventLog:

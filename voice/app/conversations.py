@@ -19,6 +19,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.history import History
 from voice.app.store import (
     ConversationStore,
     ForeignSession,
@@ -28,7 +29,6 @@ from voice.app.store import (
     UnknownSession,
     open_history,
 )
-from voice.core.history import History
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from voice.core.events import AsrFinal, Event, LlmFirstToken, PlaybackStart, ResponseStart, SpeechEnd, TtsChunk
+from core.events import AsrFinal, Event, LlmFirstToken, PlaybackStart, ResponseStart, SpeechEnd, TtsChunk
 
 # The per-turn figures, in pipeline order (TurnLatency's field names).
 STAGES = ("endpoint_s", "asr_final_s", "llm_first_token_s", "first_chunk_s", "first_audio_s", "voice_to_voice_s")

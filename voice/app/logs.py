@@ -5,7 +5,7 @@
 ``voice.events`` logger, so a log shipper sees events and errors in one
 stream: ``{"ts": ..., "level": "INFO", "logger": "voice.events", "session":
 ..., "t": 12.34, "type": "barge_in", ...}``, the event as ``events.jsonl``
-has it (:meth:`~voice.core.events.Event.to_json`) inside the record.
+has it (:meth:`~core.events.Event.to_json`) inside the record.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from voice.core.events import Error, Event, event_from_json
+from core.events import Error, Event, event_from_json
 
 EventSink = Callable[[Event], None]
 EVENTS = "voice.events"
@@ -67,7 +67,7 @@ def read_records(text: str) -> list[dict[str, Any]]:
 def read_events(text: str) -> list[Event]:
     """The pipeline events in a ``--log-json`` log (other lines and records are skipped).
 
-    Raises :class:`~voice.core.events.EventError` on an event record that is no known event.
+    Raises :class:`~core.events.EventError` on an event record that is no known event.
     """
     return [event_from_json({k: v for k, v in r.items() if k not in RECORD}) for r in read_records(text)]
 

@@ -29,8 +29,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from voice.app.latency import STAGES, TurnTracker
-from voice.core.events import (
+from core.events import (
     Backchannel,
     BargeIn,
     Error,
@@ -42,6 +41,7 @@ from voice.core.events import (
     SpeculativeDiscard,
     TurnEnd,
 )
+from voice.app.latency import STAGES, TurnTracker
 
 # Voice-to-voice lives between ~0.3 s (a GPU) and several seconds (a loaded CPU).
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0)

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.barge_in import BargeInPolicy
+from core.call import CallConfig, IdlePolicy
+from core.end_of_turn import EndOfTurnConfig
+from core.endpointing import EndpointConfig
 from llm.base import GenerationConfig
-from voice.core.barge_in import BargeInPolicy
-from voice.core.call import CallConfig, IdlePolicy
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.endpointing import EndpointConfig
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig
+from shell.config import SessionConfig
+from shell.engines import EngineConfig
 
 PROG = "python -m voice.run"
 

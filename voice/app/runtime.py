@@ -12,20 +12,20 @@ import signal
 import sys
 import time
 
+from core.barge_in import BargeInPolicy
+from core.call import CallConfig, IdlePolicy
+from core.end_of_turn import EndOfTurnConfig
+from core.endpointing import EndpointConfig
 from llm.base import GenerationConfig
+from shell.clock import Clock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, Engines, start_engines
+from shell.session import Session
+from shell.tools import Tools
 from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
 from voice.app.options import configure
-from voice.core.barge_in import BargeInPolicy
-from voice.core.call import CallConfig, IdlePolicy
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.endpointing import EndpointConfig
-from voice.shell.clock import Clock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, Engines, start_engines
-from voice.shell.session import Session
-from voice.tools import Tools
 
 EXIT_USAGE = 2
 

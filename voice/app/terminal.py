@@ -13,7 +13,7 @@ import shutil
 import sys
 from typing import TextIO
 
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     AsrPartial,
     Error,

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from asr.whisper import WhisperRecognizer
+from shell import models
 from transport.files import load_audio
 from voice.bench.common import ROOT, SHARED, parser
 from voice.bench.scoring import word_error_rate
-from voice.shell import models
 
 
 def main(argv: list[str] | None = None) -> None:

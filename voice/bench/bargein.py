@@ -44,9 +44,9 @@ async def _main(argv: list[str] | None) -> None:
         [sys.executable, str(ROOT / "scripts" / "make_bargein_fixtures"), "--out", str(fixtures)], check=True
     )
 
+    from core.events import PlaybackPaused, PlaybackResumed
+    from shell.engines import EngineConfig, load_engines
     from voice.bench.evaluate import run_fixture, truncation_error_words
-    from voice.core.events import PlaybackPaused, PlaybackResumed
-    from voice.shell.engines import EngineConfig, load_engines
 
     engines = await asyncio.to_thread(load_engines, EngineConfig())
     interrupts = []

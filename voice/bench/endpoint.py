@@ -38,13 +38,13 @@ import sys
 import time
 from pathlib import Path
 
+from core.audio import ASR_RATE
+from core.end_of_turn import EndOfTurnConfig
+from shell.config import SessionConfig
 from transport.files import load_audio
 from voice.app.latency import percentile
 from voice.bench.fixtures import with_silence
 from voice.bench.turns import BOUNDARIES, FINISHED, PAUSES_S, TurnRun, run_turns
-from voice.core.audio import ASR_RATE
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.shell.config import SessionConfig
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
@@ -74,7 +74,7 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--real-time", action="store_true", help="the finished sentences in real time too")
     args = ap.parse_args(argv)
 
-    from voice.shell.engines import EngineConfig, load_engines
+    from shell.engines import EngineConfig, load_engines
 
     engines = await asyncio.to_thread(load_engines, EngineConfig())
     audio = {name: load_audio(args.recordings / f"{name}.wav") for name in FINISHED}

@@ -3,7 +3,7 @@
 :func:`timed` wraps the engines' entry points in place (instance attributes: the
 pipeline's code does not change) and returns the :class:`CallLog` they write to.
 Each call is kept with its kind, its start and end on ``time.monotonic`` (the
-clock :class:`~voice.shell.clock.MonotonicClock` follows) and what it was given,
+clock :class:`~shell.clock.MonotonicClock` follows) and what it was given,
 so that :func:`run_alone` can run the very same call again on a quiet machine:
 a call's time beside the others over its time alone is what sharing the CPU
 cost it.
@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from voice.shell.engines import Engines
+from shell.engines import Engines
 
 FIRST_TOKENS = 12  # deltas read when an LLM request is run again alone
 

@@ -21,14 +21,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from core.events import BargeIn, Event, PlaybackStart
+from shell.clock import MonotonicClock, VirtualClock
+from shell.config import SessionConfig
+from shell.engines import Engines
+from shell.session import Session
 from transport.echo_path import EchoPath
 from transport.files import load_audio
 from transport.replay import replay
-from voice.core.events import BargeIn, Event, PlaybackStart
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import Engines
-from voice.shell.session import Session
 
 E = TypeVar("E", bound=Event)
 
@@ -118,7 +118,7 @@ def truncation_error_words(run: FixtureRun, engines: Engines) -> int | None:
     played = run.played_audio_before_stop()
     if turn is None or played is None:
         return None
-    from voice.core.audio import ASR_RATE, resample
+    from core.audio import ASR_RATE, resample
 
     audio = resample(played, run.rate, ASR_RATE)
     # The full window: on audio cut off mid-word it is the steadier yardstick.

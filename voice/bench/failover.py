@@ -33,9 +33,9 @@ from pathlib import Path
 from llm.base import approx_tokens
 from llm.openai_http import OpenAIChatClient
 from llm.pool import LLMPool
+from shell.models import llm_model_path
 from voice.bench.common import ROOT, free_port, parser
 from voice.bench.vllm_server import TCPProxy, launch_vllm_server, stop_server
-from voice.shell.models import llm_model_path
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from core.audio import ASR_RATE
 from voice.bench.common import SHARED_SPEECH
-from voice.core.audio import ASR_RATE
 
 # One sentence each, said as one turn (JFK and LJ001-0001 pause for over half a
 # second inside their sentences, so they are several utterances even by silence).

@@ -26,13 +26,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from core.events import AsrFinal, Backchannel, SpeechStart
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, Engines, load_engines
 from voice.bench.common import ROOT, parser
 from voice.bench.evaluate import FixtureRun, run_fixture
 from voice.bench.fixtures import ECHO_DB, load_manifest
 from voice.bench.scoring import word_error_rate
-from voice.core.events import AsrFinal, Backchannel, SpeechStart
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, Engines, load_engines
 
 ONSET_LEAD_S = 0.3
 ASR_PATHS = ("linear", "suppressed", "off")

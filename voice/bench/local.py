@@ -38,10 +38,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from voice.app.logs import read_records
-from voice.bench.common import ROOT, parser
-from voice.bench.pulse import loop_back, start_pulse
-from voice.core.events import (
+from core.events import (
     AsrFinal,
     BargeIn,
     InterruptionCheck,
@@ -50,6 +47,9 @@ from voice.core.events import (
     PlaybackStart,
     TurnEnd,
 )
+from voice.app.logs import read_records
+from voice.bench.common import ROOT, parser
+from voice.bench.pulse import loop_back, start_pulse
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1"}

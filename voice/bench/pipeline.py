@@ -84,11 +84,11 @@ def ms(v: float | None) -> str:
 
 
 async def streaming_run(engines, audio, config, settle=False) -> tuple[list[dict], Any]:
+    from core.events import Event
+    from shell.clock import MonotonicClock
+    from shell.session import Session
     from transport.replay import replay
     from voice.app.latency import turn_latencies
-    from voice.core.events import Event
-    from voice.shell.clock import MonotonicClock
-    from voice.shell.session import Session
 
     events: list[Event] = []
     session = Session(engines, MonotonicClock(), config, on_event=events.append)
@@ -107,16 +107,16 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--turns", type=int, default=20, help="length of the growth conversation")
     args = ap.parse_args(argv)
 
+    from core.events import Event
+    from shell.clock import MonotonicClock
+    from shell.config import SessionConfig
+    from shell.engines import EngineConfig, load_engines
+    from shell.session import Session
     from transport.files import load_audio
     from transport.replay import replay_turns
     from voice.app.latency import turn_latencies
     from voice.bench.sequential import sequential_turns, utterances
     from voice.bench.turns import BEFORE_ISSUE_15
-    from voice.core.events import Event
-    from voice.shell.clock import MonotonicClock
-    from voice.shell.config import SessionConfig
-    from voice.shell.engines import EngineConfig, load_engines
-    from voice.shell.session import Session
 
     recs = find_recordings(args.recordings)
     if args.quick:

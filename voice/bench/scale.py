@@ -39,6 +39,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 
 from llm.pool import LLMPool
+from shell.models import llm_model_path
 from transport.client import talk
 from transport.files import load_audio
 from voice.app.latency import percentile
@@ -46,7 +47,6 @@ from voice.bench.common import ROOT, free_port, parser, recordings
 from voice.bench.deployment import FrontDoor, Worker, worker_args
 from voice.bench.postgres import PostgresServer
 from voice.bench.vllm_server import launch_vllm_server, stop_server
-from voice.shell.models import llm_model_path
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}

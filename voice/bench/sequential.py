@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from asr.vad import FRAME, SileroVAD
-from voice.core.audio import ASR_RATE
-from voice.core.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
-from voice.core.history import History, Turn
-from voice.core.sentences import speakable
-from voice.shell.engines import Engines
+from core.audio import ASR_RATE
+from core.endpointing import EndpointConfig, Endpointer, SpeechEnd, SpeechStart
+from core.history import History, Turn
+from core.sentences import speakable
+from shell.engines import Engines
 
 
 @dataclass

@@ -70,15 +70,15 @@ async def _main(argv: list[str] | None) -> None:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from core.events import Event, SpeechEnd
+    from shell.clock import MonotonicClock
+    from shell.engines import EngineConfig, load_engines
+    from shell.session import Session
     from transport.client import talk
     from transport.files import load_audio
     from transport.replay import replay
     from transport.ws_server import ServerConfig, VoiceServer
     from voice.bench.common import recordings
-    from voice.core.events import Event, SpeechEnd
-    from voice.shell.clock import MonotonicClock
-    from voice.shell.engines import EngineConfig, load_engines
-    from voice.shell.session import Session
 
     recs = {n: next(r for r in recordings() if n in r.name) for n in RECORDINGS}
     audio = {n: load_audio(r.path) for n, r in recs.items()}

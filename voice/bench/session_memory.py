@@ -1,4 +1,4 @@
-"""The server's memory over many sessions, for each way of handing freed memory back (voice/shell/heap.py).
+"""The server's memory over many sessions, for each way of handing freed memory back (shell/heap.py).
 
     python -m voice.bench session_memory [--out DIR] [--cycles 1000] [--rounds 4] [--strategies none,trim,...]
 
@@ -259,10 +259,10 @@ def probe() -> dict:
     from asr.echo import EchoCanceller
     from asr.vad import SileroVAD, load_session
     from asr.whisper import WhisperRecognizer
+    from shell import heap, models
+    from shell.engines import EngineConfig
     from transport.files import load_audio
     from tts.piper_tts import PiperTTS
-    from voice.shell import heap, models
-    from voice.shell.engines import EngineConfig
 
     cfg = EngineConfig()
     final = WhisperRecognizer(models.asr_model_path(cfg.asr_model), cfg.device, pad_s=cfg.asr_window_pad_s)

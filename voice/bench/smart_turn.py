@@ -19,7 +19,7 @@ Silence: the probability that the turn is finished for speech followed by
 for 4 recordings ending where their sentence ends and 9 cuts mid-sentence
 (word boundaries from faster-whisper's word timestamps, Whisper base): how
 many of each read as finished (>= 0.5) at each silence, which is what the
-end-of-turn decisions (``voice/core/end_of_turn.py``) can expect of a re-check.
+end-of-turn decisions (``core/end_of_turn.py``) can expect of a re-check.
 
 Prints Markdown tables and writes DIR/bench_turn.json.
 """
@@ -41,9 +41,9 @@ import numpy as np
 import onnxruntime
 
 from asr.smart_turn import SmartTurn, load_session, log_mel
+from core.audio import ASR_RATE
+from shell import models
 from transport.files import load_audio
-from voice.core.audio import ASR_RATE
-from voice.shell import models
 
 FIXTURES = ROOT / "tests" / "fixtures"
 SILENCES = (0.1, 0.2, 0.3, 0.5, 0.8, 1.1, 1.5, 2.0)

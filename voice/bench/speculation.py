@@ -3,7 +3,7 @@ the discarded ones cost (issue 15, item 2).
 
 Shared by its benchmark (``python -m voice.bench speculation``) and the turn-taking one: one place that says what the
 figures mean. A speculative reply is started on the early final, before the endpoint
-(``voice/core/turns.py``); at the endpoint it is committed or, if the person went on, discarded.
+(``core/turns.py``); at the endpoint it is committed or, if the person went on, discarded.
 
 - turns: replies started (``response_start``: answered user turns, speculated or not);
 - ready: committed replies whose first chunk's audio was synthesized by the endpoint
@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from core.end_of_turn import EndOfTurnConfig
+from core.events import Event, ResponseStart, SpeculativeCommit, SpeculativeDiscard, SpeculativeStart
+from shell.config import SessionConfig
+from shell.engines import Engines
 from transport.files import load_audio
 from voice.bench.common import ROOT, SHARED_SPEECH, parser
 from voice.bench.fixtures import with_silence
 from voice.bench.turns import BOUNDARIES, PAUSES_S, run_turns
-from voice.core.end_of_turn import EndOfTurnConfig
-from voice.core.events import Event, ResponseStart, SpeculativeCommit, SpeculativeDiscard, SpeculativeStart
-from voice.shell.config import SessionConfig
-from voice.shell.engines import Engines
 
 
 @dataclass
@@ -152,7 +152,7 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--real-time", action="store_true", help="real time instead of virtual time")
     args = ap.parse_args(argv)
 
-    from voice.shell.engines import EngineConfig, load_engines
+    from shell.engines import EngineConfig, load_engines
 
     engines = await asyncio.to_thread(load_engines, EngineConfig())
     inputs = {p.stem: load_audio(p) for p in sorted(args.recordings.glob("*.wav")) if not p.stem.startswith("noise")}

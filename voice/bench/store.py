@@ -36,9 +36,9 @@ import textwrap
 import time
 from pathlib import Path
 
+from core.history import History, Turn
 from voice.app.store import ConversationStore, open_history
 from voice.bench.common import ROOT, parser
-from voice.core.history import History, Turn
 
 LOCK_S = 0.5  # the other process holds the write lock this long, then lets go as long
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import soxr
 
 from asr.whisper import WhisperRecognizer
+from shell import models
 from transport import g711
 from transport.files import load_audio
 from voice.bench.common import ROOT, SHARED, parser
 from voice.bench.scoring import word_error_rate
-from voice.shell import models
 
 
 def over_the_phone(audio_16k, law: g711.Law = "ulaw"):

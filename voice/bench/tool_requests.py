@@ -14,7 +14,7 @@ def _timer(seconds: int) -> Callable[[dict[str, Any]], bool]:
 
 def _equals(value: float) -> Callable[[dict[str, Any]], bool]:
     def check(a: dict[str, Any]) -> bool:
-        from voice.tools.builtin import calculate
+        from shell.tools.builtin import calculate
 
         try:
             return abs(float(calculate(a["expression"])) - value) < 1e-6

@@ -34,11 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from transport.replay import replay
-from voice.bench.common import ROOT, parser
-from voice.bench.tool_requests import REQUESTS
-from voice.core.audio import ASR_RATE
-from voice.core.events import (
+from core.audio import ASR_RATE
+from core.events import (
     Event,
     PlaybackStart,
     ResponseContinued,
@@ -47,11 +44,14 @@ from voice.core.events import (
     ToolCallStart,
     TtsChunk,
 )
-from voice.shell.clock import MonotonicClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, load_engines
-from voice.shell.session import Session
-from voice.tools import ToolContext, Tools, builtin, load_tools
+from shell.clock import MonotonicClock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, load_engines
+from shell.session import Session
+from shell.tools import ToolContext, Tools, builtin, load_tools
+from transport.replay import replay
+from voice.bench.common import ROOT, parser
+from voice.bench.tool_requests import REQUESTS
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -151,8 +151,8 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def run(slow_s: float) -> dict[str, Any]:
+    from shell import models
     from tts.piper_tts import PiperTTS
-    from voice.shell import models
 
     tts = PiperTTS(models.voice_path("joe"), ASR_RATE)
     t0 = time.monotonic()

@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from core.audio import ASR_RATE
+from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
 from llm.base import GenerationConfig
+from shell import models
+from shell.config import SessionConfig
+from shell.tools import load_tools
 from voice.bench.common import ROOT, parser
 from voice.bench.tool_requests import REQUESTS
-from voice.core.audio import ASR_RATE
-from voice.core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream
-from voice.shell import models
-from voice.shell.config import SessionConfig
-from voice.tools import load_tools
 
 # The session's system prompt with tools: its default, then SessionConfig.tools_prompt.
 SYSTEM = f"{SessionConfig.system_prompt} {SessionConfig.tools_prompt}"

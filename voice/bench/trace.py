@@ -38,15 +38,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.events import Event, PlaybackStart, SpeechEnd
+from shell.clock import MonotonicClock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, Engines, load_engines
+from shell.session import Session
 from transport.files import load_audio
 from transport.replay import replay
 from voice.bench.engine_calls import FIRST_TOKENS, Call, CallLog, run_alone, timed
 from voice.bench.turns import BEFORE_ISSUE_15, FINISHED
-from voice.core.events import Event, PlaybackStart, SpeechEnd
-from voice.shell.clock import MonotonicClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, Engines, load_engines
-from voice.shell.session import Session
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}

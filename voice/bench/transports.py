@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import soxr
 
+from core.call import CallConfig
+from shell.engines import EngineConfig, load_engines
 from transport.client import talk
 from transport.files import load_audio
 from transport.ws_server import ServerConfig, VoiceServer
@@ -37,8 +39,6 @@ from voice.app.latency import percentile
 from voice.bench.common import ROOT, SHARED, Recording, parser, recordings
 from voice.bench.twilio_caller import call
 from voice.bench.webrtc_client import webrtc_call
-from voice.core.call import CallConfig
-from voice.shell.engines import EngineConfig, load_engines
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}

@@ -3,7 +3,7 @@
     python -m voice.bench tts_memory [--out DIR] [--rounds 2]
 
 For each way of running the voice, in a fresh process (RSS is the process's)
-with the server's heap settings (voice/shell/heap.py):
+with the server's heap settings (shell/heap.py):
 ``arena`` is tts/piper_tts.py as the pipeline runs it (one shared CPU arena,
 a 64 MiB first region kept, what a call grew given back after it);
 ``piper`` is ``PiperVoice.load`` and ``phoneme_ids_to_audio`` as piper ships
@@ -46,7 +46,7 @@ def sentences() -> list[str]:
 
 def probe(mode: str) -> dict:
     """In this process: load the voice the ``mode`` way, speak every sentence, RSS after each."""
-    from voice.shell import heap, models
+    from shell import heap, models
 
     heap.tune()  # the server's heap (mmap-4m), in both modes: what the arena frees can go back
     path = models.voice_path("joe")

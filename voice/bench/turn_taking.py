@@ -34,6 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shell.config import SessionConfig
+from shell.engines import EngineConfig, load_engines
 from transport.files import load_audio
 from voice.app.latency import percentile
 from voice.bench.common import ROOT, parser
@@ -42,8 +44,6 @@ from voice.bench.fixtures import ECHO_DB, PAUSES_S, load_manifest
 from voice.bench.interruptions import InterruptionRun, path_config
 from voice.bench.speculation import SpeculationFigures, speculation_figures
 from voice.bench.turns import BEFORE_ISSUE_15, run_turns
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig, load_engines
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from core.events import EndOfTurnCheck, Event, SpeechEnd
+from shell.clock import MonotonicClock, VirtualClock
+from shell.config import SessionConfig
+from shell.engines import Engines
+from shell.session import Session
 from transport.replay import replay
-from voice.core.events import EndOfTurnCheck, Event, SpeechEnd
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import Engines
-from voice.shell.session import Session
 
 # The pipeline before issue 15's turn-taking, to compare with on the same engines: silence
 # (a 500 ms hangover) ends the turn, no speculative reply, the ASR hears AEC3's output.

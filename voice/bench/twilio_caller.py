@@ -16,8 +16,8 @@ import soxr
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from core.audio import ASR_RATE
 from transport import g711
-from voice.core.audio import ASR_RATE
 
 SID = "MZ18ad3ab5a668481ce02b83e7395059f0"
 START = {

@@ -18,7 +18,7 @@ from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSes
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
-from voice.core.audio import ASR_RATE
+from core.audio import ASR_RATE
 
 FRAME = ASR_RATE // 50  # 20 ms at 16 kHz
 

@@ -7,12 +7,12 @@ import asyncio
 import signal
 import sys
 
+from shell.clock import MonotonicClock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig
+from shell.pump import Pump
+from shell.tools import Tools
 from voice.app.runtime import Runtime, fail
-from voice.shell.clock import MonotonicClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig
-from voice.shell.pump import Pump
-from voice.tools import Tools
 
 
 def stop_on_signals() -> asyncio.Event:

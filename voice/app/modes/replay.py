@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from core.events import Event
+from shell.clock import MonotonicClock, VirtualClock
+from shell.config import SessionConfig
+from shell.engines import EngineConfig
+from shell.tools import Tools
 from voice.app.latency import format_table, turn_latencies
 from voice.app.runtime import Runtime
-from voice.core.events import Event
-from voice.shell.clock import MonotonicClock, VirtualClock
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig
-from voice.tools import Tools
 
 
 class EventLog(Protocol):

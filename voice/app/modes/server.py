@@ -7,13 +7,13 @@ import asyncio
 import signal
 import sys
 
+from core.events import Event
+from shell.config import SessionConfig
+from shell.engines import EngineConfig
+from shell.tools import Tools
 from voice.app.logs import event_logger
 from voice.app.metrics import PipelineMetrics
 from voice.app.runtime import Runtime, call_config, fail
-from voice.core.events import Event
-from voice.shell.config import SessionConfig
-from voice.shell.engines import EngineConfig
-from voice.tools import Tools
 
 
 async def run_serve(

@@ -7,7 +7,7 @@ block the server's writes; or one PostgreSQL database shared by every worker
 started on one worker resumes on any other (:mod:`voice.app.databases` holds
 what differs between the two). A turn is written in one transaction when it is final (the
 user's at the ASR final, the assistant's at playback end or when it was cut)
-and never before: the store only sees what :class:`voice.core.history.History`
+and never before: the store only sees what :class:`core.history.History`
 holds, and that is finalized turns only.
 
 Storage on first use. A new conversation's session row is written with its

@@ -10,10 +10,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from core.history import History, Turn
 from voice.app.databases import StoreError
 from voice.app.store.records import NewSession, SessionError, UnknownSession, turn_row
 from voice.app.store.store import ConversationStore
-from voice.core.history import History, Turn
 
 log = logging.getLogger(__package__)  # voice.app.store: the name its log lines always had
 
@@ -29,9 +29,9 @@ class _Write:
 
 
 class TurnRecorder:
-    """Persists a session's turns as its :class:`voice.core.history.History` finalizes them.
+    """Persists a session's turns as its :class:`core.history.History` finalizes them.
 
-    A :class:`voice.core.history.HistoryListener`: ``History(recorder.load(),
+    A :class:`core.history.HistoryListener`: ``History(recorder.load(),
     listener=recorder)``. On the caller's thread it only stamps the time,
     copies the turn's columns and queues the write: no SQLite call, nothing
     that waits for the database. The store's writer thread writes the queue

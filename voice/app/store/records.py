@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.history import ToolUse, Turn
 from voice.app.databases import storable
-from voice.core.history import ToolUse, Turn
 
 # -- errors -----------------------------------------------------------------
 

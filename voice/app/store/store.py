@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from core.history import Turn
 from voice.app.databases import (
     Connection,
     Database,
@@ -37,7 +38,6 @@ from voice.app.store.records import (
     turn_row,
 )
 from voice.app.store.writer import Writer
-from voice.core.history import Turn
 
 log = logging.getLogger(__package__)  # voice.app.store: the name its log lines always had
 
@@ -379,5 +379,5 @@ class ConversationStore:
         return [stored_turn(r) for r in rows]
 
     def turns(self, session_id: str) -> list[Turn]:
-        """The session's turns in order, as :class:`voice.core.history.Turn` objects."""
+        """The session's turns in order, as :class:`core.history.Turn` objects."""
         return [s.turn for s in self.stored_turns(session_id)]

@@ -1,0 +1,167 @@
+"""The barge-in policy: whether speech heard over the reply is meant to take the floor.
+
+When the VAD hears the first ~100 ms of voiced frames
+while a reply is in flight, playback is paused at once, within one output
+block; generation and synthesis go on. If those frames do not become speech
+(the VAD's minimum, about 200 ms, keeps coughs and clicks out), the reply
+resumes where it paused. Once speech is confirmed:
+
+* every ``commit_s`` of speech, its words so far are checked (an ASR pass on
+  the audio since the onset), and once the person is saying something (a
+  stop word such as "stop" or "wait", or ``commit_words`` words that are not
+  backchannels) it is a barge-in: the LLM request and synthesis are
+  cancelled, the queued audio dropped, and the reply is stored cut to the
+  words that were heard before the pause;
+* at the end of the speech its final transcript decides the same way; no
+  words, noise and backchannels ("uh-huh", "yeah", "okay", any single other
+  word) resume the reply where it paused, and are not stored as a turn.
+
+Long noise that the VAD takes for speech (a kitchen, a passing car) keeps the
+reply paused while it lasts, but never cuts it.
+
+The interrupting utterance is transcribed from its onset, pre-roll included,
+and answered as a new turn once it ends.
+
+The rules are :class:`BargeInPolicy`'s (pure, on words and loudness); when they are asked is
+:class:`~core.over_reply.OverReply`'s.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from core.words import words
+
+STOP_WORDS = frozenset(
+    [
+        "stop",
+        "wait",
+        "no",
+        "nope",
+        "hold",
+        "pause",
+        "quiet",
+        "enough",
+        "cancel",
+        "hey",
+        "sorry",
+        "excuse",
+        "actually",
+        "but",
+        "shut",
+        "listen",
+    ]
+)
+
+
+BACKCHANNELS = frozenset(
+    [
+        "uh-huh",
+        "mm-hmm",
+        "mhm",
+        "mm",
+        "hmm",
+        "uh",
+        "um",
+        "ah",
+        "oh",
+        "yeah",
+        "yes",
+        "yep",
+        "yup",
+        "ok",
+        "okay",
+        "right",
+        "sure",
+        "alright",
+        "cool",
+        "nice",
+        "wow",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class BargeInPolicy:
+    commit_s: float = 0.6  # speech this long during a reply is a barge-in without waiting for words
+    commit_words: int = 2  # a short utterance with this many words (backchannels not counted) is a barge-in
+    # Whisper's no-speech probability above which its words over the reply are
+    # not believed: on noise and echo residual it invents words, but knows it.
+    max_no_speech_prob: float = 0.5
+    # Speech over the reply quieter than the person's own turns by more than
+    # this is not the person at the microphone: background talk, a kitchen,
+    # what the echo canceller left (whose words Whisper may still find).
+    max_level_below_user_db: float = 10.0
+    # ... or less than this above what the microphone hears while the assistant
+    # talks and nobody speaks (noise and echo residual): words found in that
+    # are most often the reply's own, garbled.
+    min_level_above_background_db: float = 10.0
+    # Speech over the reply whose words match a stretch of the reply this closely
+    # (0-1, by letters) is the reply's own voice that the echo canceller let
+    # through, transcribed with a slip or two ("lips as they both look at each
+    # other" for "... looked at ..."): not the person, however loud.
+    min_echo_similarity: float = 0.75
+    stop_words: frozenset[str] = STOP_WORDS
+    backchannels: frozenset[str] = BACKCHANNELS
+
+    def interrupts(
+        self,
+        text: str,
+        reply: str = "",
+        no_speech_prob: float = 0.0,
+        level_db: float | None = None,
+        user_level_db: float | None = None,
+        background_db: float | None = None,
+    ) -> bool:
+        """Whether speech heard over the reply is meant to take the floor.
+
+        Words of the reply itself are not counted, nor words that repeat a
+        stretch of it with a slip or two: what the echo canceller left of the
+        assistant's own voice, transcribed, is not the person. Nor are words
+        Whisper doubts, or speech much quieter than the person. A stop word
+        the reply did not say is the person, whatever else was heard.
+        """
+        if no_speech_prob > self.max_no_speech_prob:
+            return False
+        if (
+            level_db is not None
+            and user_level_db is not None
+            and level_db < user_level_db - self.max_level_below_user_db
+        ):
+            return False
+        if (
+            level_db is not None
+            and background_db is not None
+            and level_db < background_db + self.min_level_above_background_db
+        ):
+            return False
+        words, said = _words(text), _words(reply)
+        own = set(said)
+        if any(w in self.stop_words and w not in own for w in words):
+            return True
+        if echo_similarity(words, said) >= self.min_echo_similarity:
+            return False
+        return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
+
+
+def _words(text: str) -> list[str]:
+    return words(text, numbers=False)
+
+
+def echo_similarity(heard: list[str], reply: list[str]) -> float:
+    """How closely ``heard`` (two words or more) repeats some stretch of ``reply``: the best
+    letter-by-letter match (difflib's ratio, 0-1) against its runs of as many words, one
+    fewer or one more (Whisper drops and splits words). 0 for fewer than two words."""
+    if len(heard) < 2 or not reply:
+        return 0.0
+    said = " ".join(heard)
+    best = 0.0
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(said)  # difflib caches what it knows of the second sequence
+    for n in {max(1, len(heard) - 1), len(heard), len(heard) + 1}:
+        for i in range(max(1, len(reply) - n + 1)):
+            matcher.set_seq1(" ".join(reply[i : i + n]))
+            if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+                best = max(best, matcher.ratio())
+    return best

@@ -1,0 +1,105 @@
+"""The assistant's reply in flight, and the records the conversation keeps beside it.
+
+A :class:`Reply` is one answer, from its LLM request to its last sample played: the text
+generated, the chunks asked of the TTS, what was played (its ledger), and, in
+:class:`ToolState`, its tool rounds. :class:`Hold` is the reply paused while speech over it
+is judged. They hold state only; the rules that change them are the reply's course
+(:mod:`core.reply_flow`), speech over it (:mod:`core.over_reply`), the person's
+turn that starts it (:mod:`core.answer`) and the tool rounds' (:mod:`core.tool_rounds`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.commands import Command, Synthesize
+from core.history import ToolStatus
+from core.ledger import PlaybackLedger
+from core.sentences import SentenceGrouper
+from core.tool_calls import ToolCall, ToolCallStream
+
+
+@dataclass
+class ToolState:
+    """A reply's tool rounds: this round's calls as they stream, those whole (in order), those run
+    and not finished, the results (call id -> status, what the model is told), whether the round's
+    generation ended; and over the rounds, how many ran and were refused, and the filler."""
+
+    round: int = 0
+    calls: ToolCallStream = field(default_factory=ToolCallStream)
+    round_calls: list[ToolCall] = field(default_factory=list)
+    running: set[str] = field(default_factory=set)
+    results: dict[str, tuple[ToolStatus, str]] = field(default_factory=dict)
+    round_over: bool = False
+    round_text_from: int = 0  # where this round's text begins in the reply's ``generated``
+    round_ran: bool = False  # one of this round's calls ran (not all were refused)
+    rounds_run: int = 0  # rounds before this one in which a call ran
+    rounds_refused: int = 0  # ... in which every call was refused unrun
+    offered: bool = False  # this round's request offered tools
+    held_calls: list[ToolCall] = field(default_factory=list)  # speculative: run at the commit
+    # When its calls went to their tools: from then until the answer with their results has words,
+    # the person waits (for the tools, then for the model again); None: nobody waits on tools.
+    since: float | None = None
+    filler_said: bool = False
+    ok_results: list[str] = field(default_factory=list)  # what the calls that ran ok returned, in order
+    round_chunks: int = 0  # chunks of words this round's text has given
+
+
+@dataclass
+class Reply:
+    """The assistant reply in flight."""
+
+    id: int
+    user_text: str
+    started: float
+    grouper: SentenceGrouper
+    ledger: PlaybackLedger = field(default_factory=PlaybackLedger)
+    generated: str = ""
+    tokens: int = 0  # generated so far (as the LLM reports them with each delta)
+    llm_done: bool = False
+    chunks_requested: int = 0
+    chunks_done: int = 0
+    chunk_texts: dict[int, str] = field(default_factory=dict)
+    first_token_at: float | None = None
+    playback_started_at: float | None = None
+    # Speculative (started on the early final, before the endpoint) until committed:
+    speculative: bool = False
+    # Started on the pause's closing partial (the partial model's words), before the early final:
+    # the early final keeps it if it says the same words, else it is started again on those.
+    provisional: bool = False
+    utterance: int = 0  # the utterance it answers
+    end: float = 0.0  # where the speech its transcript heard ended
+    messages: list[dict[str, Any]] = field(default_factory=list)  # what the LLM was asked (this round)
+    held: list[str] = field(default_factory=list)  # chunks not sent to synthesis yet (all but the first)
+    ready: list[int] = field(default_factory=list)  # chunks whose first audio came (tts_chunk held back)
+    error: str | None = None  # how generation failed (llm_done held back)
+    last_played_at: float | None = None  # when the speaker last played some of it
+    tool: ToolState = field(default_factory=ToolState)
+
+    def synthesize(self, chunks: list[str]) -> list[Command]:
+        """Ask the TTS for ``chunks``; a speculative reply holds back all but its first."""
+        out: list[Command] = []
+        for text in chunks:
+            if self.speculative and self.chunks_requested:  # only the first chunk before the endpoint
+                self.held.append(text)
+                continue
+            self.chunks_requested += 1
+            self.chunk_texts[self.chunks_requested] = text
+            out.append(Synthesize(self.id, self.chunks_requested, text))
+        return out
+
+
+@dataclass
+class Hold:
+    """Playback paused on speech onset, while the speech is judged."""
+
+    utterance: int | None  # None until the VAD confirms the speech
+    onset: float
+    paused_at: float
+    played: int  # samples of the reply played when it paused
+    checked_at: float = 0.0  # speech time (since onset) of the last words check
+    checking: bool = False
+    # The reply's words synthesized when it paused: all that its speaker could have been given,
+    # and so all that speech over it may be an echo of ("": none, it cannot be the reply's echo).
+    echo: str = ""

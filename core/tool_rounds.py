@@ -1,0 +1,173 @@
+"""Tool rounds: a reply that calls tools, and the filler while they run.
+
+With ``tools`` (the specs offered to the model), a reply may call them. A call goes to its
+tool (``RunTool``) only once it is whole (:class:`~core.tool_calls.ToolCallStream`),
+never from a speculative reply before its commit, never after the reply was cut. What the
+model said before its calls is spoken while they run; when a round's calls all have results,
+the model is asked again with them (``StartResponse`` of the same reply, its next ``round``;
+past ``max_tool_rounds`` without tools, so that it answers in words), and its answer goes on
+in the same reply, one ledger, one turn. If the tools keep it quiet for ``filler_delay_s``,
+``filler`` is said, once a reply. A barge-in discards a call still streaming and stops the
+reply's running tools (``StopTools``: each as its policy says). Every result, even one that
+came after the cut, is a tool turn in the history (stored by the conversation).
+
+:class:`ToolRounds` holds these rules; a reply's state for them is its
+:class:`~core.reply.ToolState`. The conversation decides which reply a report is for and
+whether the floor allows a filler; this module decides what the reply's tools do next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.commands import Command, Emit, RunTool, StartResponse
+from core.events import AwaitingTools, ResponseContinued, ToolCallStart
+from core.history import ToolStatus, ToolUse, tool_calls_message, tool_result_message
+from core.reply import Reply
+from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
+
+# Rounds of calls that were all refused unrun, each followed by one more with tools: the model,
+# told which tool does not exist or which argument is wrong, tries again.
+MAX_REFUSED_ROUNDS = 1
+
+
+class ToolRounds:
+    """The tool rules of one conversation's replies (see the module's docstring)."""
+
+    def __init__(
+        self,
+        tools: list[dict[str, Any]] | None,
+        max_tool_rounds: int,
+        filler: str | None,
+        filler_delay_s: float,
+    ) -> None:
+        self.tools = tools or None
+        self.max_tool_rounds = max_tool_rounds
+        self.filler = filler
+        self.filler_delay_s = filler_delay_s
+
+    def start(self, r: Reply) -> None:
+        """A new reply: its first round's calls are numbered from its id; tools offered if any."""
+        r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_0_")
+        r.tool.offered = self.tools is not None
+
+    def call_delta(self, r: Reply, delta: ToolCallDelta, t: float) -> list[Command]:
+        """A piece of a tool call the model is writing: the call goes to its tool once whole."""
+        if r.tool.round_over or not r.tool.offered:
+            return []  # (a model asked without tools that calls one all the same: not run)
+        try:
+            whole = r.tool.calls.feed(delta)
+        except ToolCallStreamError:  # a piece out of order: the call it belongs to was run already
+            return []
+        out: list[Command] = []
+        for call in whole:
+            out += self._dispatch(r, call, t)
+        return out
+
+    def generation_ended(self, r: Reply, t: float, error: str | None) -> list[Command]:
+        """The round's generation ended: its last calls are whole (on an error, none is)."""
+        out: list[Command] = []
+        if error is None:
+            for call in r.tool.calls.finish():
+                out += self._dispatch(r, call, t)
+        else:
+            r.tool.calls.discard()  # a call the failure cut short is not whole: never run
+        return out
+
+    def await_results(self, r: Reply, t: float) -> list[Command]:
+        """The model asked for tools: the reply goes on once they answer. What it said before
+        the calls is spoken meanwhile."""
+        r.tool.round_over = True
+        out = r.synthesize(r.grouper.flush())
+        out.append(Emit(AwaitingTools(t, response=r.id, calls=len(r.tool.round_calls))))
+        return out + self.next_round(r, t)
+
+    def result(self, r: Reply, call: ToolCall, status: ToolStatus, result: str, ran: bool, t: float) -> list[Command]:
+        """Call ``call`` of ``r``, which waits for it, has its ``result``."""
+        r.tool.running.discard(call.id)
+        r.tool.results[call.id] = (status, result)
+        r.tool.round_ran = r.tool.round_ran or ran
+        if status == "ok":
+            r.tool.ok_results.append(result)
+        return self.next_round(r, t)
+
+    def answer_with_results(self, r: Reply) -> list[Command]:
+        """The model, asked again with its calls' results, said nothing that can be spoken (it
+        wrote JSON, or nothing): the last result that came back ok is said instead, so the
+        person hears what the tool found ("84", "timer set for 10 min") rather than silence."""
+        chunks = r.grouper.flush()
+        if chunks or r.tool.round_chunks or not r.tool.ok_results:
+            return r.synthesize(chunks)
+        return r.synthesize([r.tool.ok_results[-1]])
+
+    def filler_due(self, r: Reply, t: float) -> list[Command]:
+        """The filler, if ``r`` has been quiet too long since its calls went out (the tools, then
+        the model asked again with their results); the caller checks that it is not paused."""
+        if (
+            self.filler is None
+            or r.tool.filler_said
+            or r.tool.since is None
+            or (r.tool.calls.streaming and not r.tool.round_over)  # it is writing another call: not quiet for long
+            or r.chunks_done < r.chunks_requested
+            or not r.ledger.all_played
+        ):
+            return []
+        quiet_since = max(r.tool.since, r.last_played_at or r.tool.since)
+        if t - quiet_since < self.filler_delay_s - 1e-9:
+            return []
+        r.tool.filler_said = True
+        return r.synthesize([self.filler])
+
+    def run_held(self, r: Reply, t: float) -> list[Command]:
+        """A speculative reply was committed: the calls it held run now that it is the reply."""
+        calls, r.tool.held_calls = r.tool.held_calls, []
+        out: list[Command] = []
+        for call in calls:
+            out += self._run_call(r, call, t)
+        return out
+
+    def next_round(self, r: Reply, t: float) -> list[Command]:
+        """The round's generation ended with calls, and they all have results: ask the model
+        again, with them (past ``max_tool_rounds``, without tools: it must answer in words)."""
+        if r.speculative or not r.tool.round_over or r.tool.running:
+            return []
+        uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
+        said = r.generated[r.tool.round_text_from :].strip()
+        r.messages = [
+            *r.messages,
+            tool_calls_message(said, uses),
+            *(tool_result_message(u, r.tool.results[u.call_id][1]) for u in uses),
+        ]
+        r.tool.round += 1
+        # A round whose calls were all refused unrun (a tool the model made up, arguments that do not
+        # fit) does not count: told what was wrong, the model may try again, once.
+        if r.tool.round_ran:
+            r.tool.rounds_run += 1
+        else:
+            r.tool.rounds_refused += 1
+        r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
+        r.tool.round_calls, r.tool.results, r.tool.round_over, r.tool.round_ran = [], {}, False, False
+        r.tool.round_text_from = len(r.generated)
+        r.tool.round_chunks = 0
+        again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
+        tools = self.tools if again else None
+        r.tool.offered = tools is not None
+        return [
+            Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
+            StartResponse(r.id, r.messages, tools=tools, round=r.tool.round),
+        ]
+
+    def _dispatch(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
+        """``call`` is whole: it runs now, or at the commit of a speculative reply."""
+        r.tool.round_calls.append(call)
+        if r.speculative:
+            r.tool.held_calls.append(call)
+            return []
+        return self._run_call(r, call, t)
+
+    def _run_call(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
+        r.tool.running.add(call.id)
+        if r.tool.since is None:
+            r.tool.since = t
+        start = ToolCallStart(t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments)
+        return [Emit(start), RunTool(r.id, call)]

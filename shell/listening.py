@@ -1,0 +1,181 @@
+"""Hearing: the microphone's audio through the echo cancellers to the hearing front end, and the Whisper passes.
+
+Each block of microphone audio has the assistant's own voice removed (AEC3 for
+the VAD; for the ASR, with ``asr_audio="linear"``, the linear canceller, which
+keeps the onset of speech over a reply) and goes to the pure hearing front end
+(``core/hearing.py``), whose reports go on to the session. The Whisper
+passes run here: partials (and the closing partial of a pause, which may start
+the speculative reply), the check of speech over the reply, and the early and
+final transcriptions of an utterance.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from asr.echo import EchoCanceller, LinearEchoCanceller
+from asr.whisper import Transcript
+from core.commands import CheckInterruption, Command, TranscribeFinal
+from core.events import AsrPartial, Event
+from core.hearing import Heard, Hearing, PartialDue
+from core.partials import PartialPolicy
+from core.turns import Conversation
+from shell.clock import Clock
+from shell.engines import Engines
+from shell.heard_audio import HeardAudio
+from shell.work import Serves, Work
+
+# A pause's transcript to the end-of-turn decision: (utterance, text, end, start the speculation).
+Weigh = Callable[[int, str, float, Callable[[], None]], Awaitable[None]]
+
+
+class Listening:
+    """The microphone path and the Whisper passes of one session."""
+
+    def __init__(
+        self,
+        engines: Engines,
+        clock: Clock,
+        conversation: Conversation,
+        hearing: Hearing,
+        audio: HeardAudio,
+        work: Work,
+        run: Callable[[list[Command]], None],
+        emit: Callable[[Event], None],
+        error: Callable[[str, str], None],
+        weigh: Weigh,
+        echo_cancel: bool,
+        linear_for_asr: bool,
+        final_tail_s: float,
+    ) -> None:
+        """``run``: carries out the core's commands; ``weigh``: a pause's transcript to the end of
+        the turn; ``linear_for_asr``: the ASR hears the linear canceller's output (else AEC3's)."""
+        self.engines = engines
+        self.clock = clock
+        self.conversation = conversation
+        self.hearing = hearing
+        self.audio = audio
+        self._work = work
+        self._run = run
+        self._emit = emit
+        self._error = error
+        self._weigh = weigh
+        self._final_tail_s = final_tail_s
+        self.aec = EchoCanceller() if echo_cancel else None
+        self.asr_aec = LinearEchoCanceller() if echo_cancel and linear_for_asr else None
+
+    def push(self, block: np.ndarray, far: np.ndarray | None, playing: bool) -> list[Heard]:
+        """A block of microphone audio (``far``: what the speaker played over it; None: silence);
+        ``playing``: reply audio is queued. Returns what the hearing front end reports."""
+        raw = block
+        if far is None:
+            far = np.zeros(len(block), dtype=np.float32)
+        asr = block
+        if self.aec is not None:
+            block = self._work.call(Serves.HEARING, self.aec.process, raw, far)
+            # Both cancellers return the same whole 10 ms frames of the same input.
+            linear = self.asr_aec
+            asr = self._work.call(Serves.HEARING, linear.process, raw, far) if linear is not None else block
+            raw = raw[: len(block)]
+        self.audio.append(asr)
+        return self.hearing.push(block, raw, far, playing=playing)
+
+    # -- partials ----------------------------------------------------------------
+
+    def partial(self, due: PartialDue) -> None:
+        """A partial pass is due: it runs on the audio heard so far."""
+        audio = self.audio.utterance(due.onset, self.audio.end)
+        self._work.spawn(self._transcribe_partial(due.policy, audio, due.end, self.conversation.utterance))
+
+    async def _transcribe_partial(
+        self, policy: PartialPolicy, audio: np.ndarray, closes: float | None = None, utterance: int = 0
+    ) -> None:
+        """A partial pass; ``closes``: it is the closing pass of the pause after speech that ended
+        there (of ``utterance``), whose words may start the speculative reply."""
+        text: str | None = None
+        # A closing pass decides (its words are read for the end of the turn); the others are a preview.
+        serves = Serves.BACKGROUND if closes is None else Serves.DECISION
+        try:
+            text = await self._work.in_thread(
+                serves, self.engines.partial_executor, self.engines.asr_partial.transcribe, audio
+            )
+        except Exception as e:  # a failed partial is only a missed preview
+            self._error("asr_partial", repr(e))
+        changed = self.hearing.partial_finished(policy, text)
+        if changed is not None:
+            stable, unstable = changed
+            self._emit(AsrPartial(self.clock.now(), text=f"{stable} {unstable}".strip(), stable=stable))
+        if closes is not None and text:
+
+            def speculate() -> None:
+                self._run(self.conversation.closing_partial(utterance, closes, text, self.clock.now()))
+
+            # Its words are read for the end of the turn too: in real time they come 200-400 ms
+            # before the early final's, and a "finished" from Smart Turn need not wait for that
+            # pass. The early final's words, when they come before the endpoint, replace them.
+            await self._weigh(utterance, text, closes, speculate)
+
+    # -- speech over the reply, and the final transcription -------------------------
+
+    def check_interruption(self, cmd: CheckInterruption) -> None:
+        self._work.spawn(self._check_interruption(cmd))
+
+    async def _check_interruption(self, cmd: CheckInterruption) -> None:
+        audio = self.audio.over_reply(cmd.onset, cmd.t)
+        recognize = functools.partial(self.engines.asr_final.recognize, full_window=True)
+        try:
+            heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)
+        except Exception as e:  # undecided: the final transcript decides instead
+            self._error("asr_check", repr(e))
+            heard = Transcript("", 1.0)
+        h = self.hearing
+        self._run(
+            self.conversation.interruption_checked(
+                cmd.utterance, heard.text, self.clock.now(), heard.no_speech_prob, h.level.db, h.background.db
+            )
+        )
+
+    def transcribe_final(self, cmd: TranscribeFinal) -> None:
+        self._work.spawn(self._transcribe_final(cmd))
+
+    async def _transcribe_final(self, cmd: TranscribeFinal) -> None:
+        end = cmd.end + self._final_tail_s
+        # Speech that began over a reply (checked over it, or still held), from where it began.
+        began_over_reply = cmd.over_reply or self.audio.onset[0] == cmd.onset
+        audio = self.audio.over_reply(cmd.onset, end) if began_over_reply else self.audio.utterance(cmd.onset, end)
+        # Over the reply, Whisper's full window: on a short one it invents more words in noise.
+        recognize = functools.partial(self.engines.asr_final.recognize, full_window=cmd.over_reply)
+        try:
+            heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)
+        except Exception as e:
+            if cmd.early:  # the endpoint's own pass runs instead, if the endpoint came
+                self._error("asr_early_final", repr(e))
+                self._run(self.conversation.early_failed(cmd.utterance, cmd.end))
+                return
+            # The utterance is reported, not silently dropped; the turn is not stored.
+            self._error("asr_final", repr(e))
+            heard = Transcript("", 1.0)
+        if cmd.early:
+
+            def speculate() -> None:
+                self._run(
+                    self.conversation.early_transcript(
+                        cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
+                    )
+                )
+
+            await self._weigh(cmd.utterance, heard.text, cmd.end, speculate)
+            return
+        self._run(
+            self.conversation.transcript_final(
+                cmd.utterance,
+                heard.text,
+                cmd.onset,
+                cmd.end,
+                self.clock.now(),
+                heard.no_speech_prob,
+            )
+        )

@@ -1,0 +1,177 @@
+"""The tool runner: the calls the core asks for (``RunTool``), checked and run, each in a task of its own.
+
+A call is checked against its tool (``shell/tools/arguments.py``) before
+anything runs; one that does not fit is answered with why. A tool of the
+session's own runs here, given a :class:`SessionToolContext`; a tool the
+client runs (Realtime's function tools) goes to the client, and its output is
+awaited within ``client_tool_timeout_s``. Tools are not engine work: on
+virtual time the timeline goes on while one runs (:meth:`ToolRunner.wait`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from core.commands import Command, RunTool, StopTools
+from core.turns import Conversation
+from shell.clock import Clock
+from shell.tools import Tool, ToolResult, Tools
+from shell.tools.arguments import SchemaArguments
+
+
+class Line(Protocol):
+    """What a tool may ask of the conversation's line (``shell/phone_line.py``)."""
+
+    def say_later(self, delay_s: float, text: str) -> None: ...
+
+    def end_after_reply(self) -> None: ...
+
+
+class SessionToolContext:
+    """What the session's tools may ask of it (:class:`shell.tools.ToolContext`)."""
+
+    def __init__(self, line: Line) -> None:
+        self._line = weakref.ref(line)  # not a cycle: a closed session is freed at once
+
+    def now(self) -> datetime:
+        return datetime.now().astimezone()
+
+    def say_later(self, delay_s: float, text: str) -> None:
+        line = self._line()
+        if line is not None:
+            line.say_later(delay_s, text)
+
+    def end_conversation(self) -> None:
+        line = self._line()
+        if line is not None:
+            line.end_after_reply()
+
+
+class ToolRunner:
+    """The tools of one session, and the client's: checked, run, cancelled by a barge-in."""
+
+    def __init__(
+        self,
+        tools: Tools | None,
+        clock: Clock,
+        conversation: Conversation,
+        run: Callable[[list[Command]], None],
+        context: SessionToolContext,
+        client_timeout_s: float,
+    ) -> None:
+        """``run``: carries out the core's commands (a call's result goes back to the core)."""
+        self.tools = tools
+        self.clock = clock
+        self.conversation = conversation
+        self._run = run
+        self._context = context
+        self._client_timeout_s = client_timeout_s
+        # call id -> its reply, whether a barge-in cancels it, the task running (or awaiting) it
+        self._tasks: dict[str, tuple[int, bool, asyncio.Task]] = {}
+        # Tools the client runs (Realtime's function calls): name -> its arguments' checker.
+        self._client_tools: dict[str, SchemaArguments] = {}
+        self._client_results: dict[str, asyncio.Future[str]] = {}  # call id -> the client's output
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    def set_client_tools(self, specs: list[dict[str, Any]]) -> None:
+        """The tools the client runs itself (``[]``: none), offered to the model beside the session's own."""
+        checkers = {}
+        for spec in specs:
+            function = spec["function"]
+            checkers[function["name"]] = SchemaArguments(function.get("parameters") or {"type": "object"})
+        self._client_tools = checkers
+        own = self.tools.specs() if self.tools else []
+        ours = [s for s in own if s["function"]["name"] not in checkers]
+        self.conversation.tools = (ours + list(specs)) or None
+
+    def client_tool_output(self, call_id: str, output: str) -> bool:
+        """The client's result of call ``call_id``; False: no call of the client's waits for it."""
+        waiting = self._client_results.pop(call_id, None)
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(output)
+        return True
+
+    def run_tool(self, cmd: RunTool) -> None:
+        """Check the call against its tool; run it in a task of its own, or answer why it cannot run."""
+        loop = asyncio.get_running_loop()
+        if cmd.call.name in self._client_tools:
+            try:
+                self._client_tools[cmd.call.name].check(cmd.call.arguments)
+                why = None
+            except ValueError as e:
+                why = str(e)
+            if why is None:
+                task = loop.create_task(self._await_client(cmd))
+                self._tasks[cmd.call.id] = (cmd.response, True, task)
+                return
+            checked: tuple[Tool, dict[str, Any]] | str = why
+        else:
+            checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
+        if isinstance(checked, str):
+            result = f"The call was not run: {checked}."
+            now = self.clock.now()
+            self._run(self.conversation.tool_finished(cmd.response, cmd.call, "error", result, 0.0, now, ran=False))
+            return
+        tool, arguments = checked
+        task = loop.create_task(self._call_tool(cmd, tool, arguments))
+        self._tasks[cmd.call.id] = (cmd.response, tool.options.cancel_on_barge_in, task)
+
+    def stop_tools(self, cmd: StopTools) -> None:
+        """A barge-in: the reply's tools whose policy says so are cancelled."""
+        for response, cancel, task in list(self._tasks.values()):
+            if response == cmd.response and cancel:
+                task.cancel()
+
+    async def _await_client(self, cmd: RunTool) -> None:
+        """A call of the client's: its output, within ``client_tool_timeout_s``."""
+        start = time.monotonic()
+        waiting = self._client_results[cmd.call.id] = asyncio.get_running_loop().create_future()
+        timeout = self._client_timeout_s
+        try:
+            result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), time.monotonic() - start)
+        except TimeoutError:
+            said = f"the client did not answer {cmd.call.name} within {timeout:g} s"
+            result = ToolResult("timeout", said, time.monotonic() - start)
+        except asyncio.CancelledError:
+            why = f"{cmd.call.name} was cancelled: the person spoke over the reply"
+            result = ToolResult("cancelled", why, time.monotonic() - start)
+        finally:
+            self._tasks.pop(cmd.call.id, None)
+            self._client_results.pop(cmd.call.id, None)
+        status, content, took = result.status, result.content, result.duration_s
+        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
+
+    async def _call_tool(self, cmd: RunTool, tool: Tool, arguments: dict[str, Any]) -> None:
+        start = time.monotonic()
+        try:
+            result = await tool.run(arguments, self._context)
+        except asyncio.CancelledError:  # a barge-in (StopTools), or the session closing
+            why = f"{tool.name} was cancelled: the person spoke over the reply"
+            result = ToolResult("cancelled", why, time.monotonic() - start)
+        finally:
+            self._tasks.pop(cmd.call.id, None)
+        status, content, took = result.status, result.content, result.duration_s
+        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
+
+    async def wait(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the tools running (none: return at once)."""
+        if self._tasks:
+            await asyncio.wait([task for _, _, task in self._tasks.values()], timeout=timeout_s)
+
+    async def close(self) -> None:
+        """The conversation ends: calls waiting for the client are cancelled (nobody will answer);
+        the others are given their timeout to finish."""
+        for call_id in list(self._client_results):
+            self._tasks[call_id][2].cancel()
+        running = [task for _, _, task in self._tasks.values()]
+        if running:
+            await asyncio.wait(running)
