@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SETUP_COMMAND = "scripts/setup"
 
 ASR_MODELS = {"base": "whisper-base", "tiny.en": "whisper-tiny.en"}

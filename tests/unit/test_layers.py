@@ -249,3 +249,13 @@ def test_the_stages_of_the_shell_never_import_the_session():
 def test_benchmarks_never_import_the_tests():
     _, everything = _graph()
     assert sorted(m for m, top in everything.items() if m.startswith("voice.bench") and "tests" in top) == []
+
+
+def test_paths_from_a_module_still_reach_the_repository_root():
+    """A module that finds the repository from its own file (the models folder, the benchmarks'
+    fixtures) counts its folders: after a move it must still land on the root."""
+    from shell import models
+    from voice.bench import common
+
+    assert (models.ROOT / "pyproject.toml").is_file()
+    assert (common.ROOT / "pyproject.toml").is_file()
