@@ -77,25 +77,3 @@ class LLM(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-def fit_to_context(messages: list[dict[str, Any]], n_tokens, budget: int) -> list[dict[str, Any]]:
-    """Drop the oldest turns until ``n_tokens(messages) <= budget``.
-
-    The system prompt and the newest message are always kept: a long
-    conversation forgets its beginning rather than failing the request.
-    A tool result is never kept without the call it answers: the
-    conversation left never begins with one.
-    """
-    system = [m for m in messages[:1] if m["role"] == "system"]
-    rest = messages[len(system) :]
-    while len(rest) > 1 and n_tokens(system + rest) > budget:
-        rest = rest[1:]
-        while len(rest) > 1 and rest[0]["role"] == "tool":
-            rest = rest[1:]
-    return system + rest
-
-
-def approx_tokens(messages: list[dict[str, Any]]) -> int:
-    """A tokenizer-free upper estimate (English text is ~4 characters a token)."""
-    return sum(len(str(m.get("content") or "")) // 3 + len(str(m.get("tool_calls") or "")) // 3 + 4 for m in messages)

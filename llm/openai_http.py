@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 
 from core.tool_calls import ToolCallDelta
-from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, approx_tokens, fit_to_context
+from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
+from llm.context import approx_tokens, fit_to_context
 
 
 class LLMStatusError(LLMError):

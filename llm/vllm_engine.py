@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from core.tool_calls import ToolCallDelta
-from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError, fit_to_context
+from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
+from llm.context import fit_to_context
 
 
 def _configure_environment(cache_dir: Path) -> None:
@@ -207,6 +208,13 @@ class VLLMEngine:
         # session's audio runs: a long prompt takes a while to tokenize. One
         # thread: a tokenizer is not to be used by two threads at once.
         self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
+        # Prompt tokens of the requests so far, and how many of them the prefix cache held
+        # (counters: a benchmark or a metric reads the difference; llm/context.py says why).
+        self.prompt_tokens = 0
+        self.cached_prompt_tokens = 0
+        # Where a conversation too long for the context may be cut (llm/context.py; None: every
+        # half of the budget; 1: the oldest message dropped one at a time, as before issue 32).
+        self.context_step: int | None = None
 
     def _grammar(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
         """What decoding is held to (None: nothing): offered tools, a call of one of them;
@@ -247,9 +255,11 @@ class VLLMEngine:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        """The chat prompt, with the oldest turns dropped if it would not fit."""
+        """The chat prompt, its oldest turns dropped if it would not fit (at marks that keep the
+        prefix cache: llm/context.py)."""
         budget = self.max_model_len - self.generation.max_tokens
-        return self._encode(fit_to_context(messages, lambda m: len(self._encode(m, tools)), budget), tools)
+        fitted = fit_to_context(messages, lambda m: len(self._encode(m, tools)), budget, self.context_step)
+        return self._encode(fitted, tools)
 
     async def stream(
         self, messages: list[dict[str, Any]], request_id: str | None = None, tools: list[dict[str, Any]] | None = None
@@ -307,9 +317,14 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         finished = False
+        first = True
         try:
             async for out in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id):
                 finished = out.finished
+                if first:
+                    first = False
+                    self.prompt_tokens += len(prompt)
+                    self.cached_prompt_tokens += out.num_cached_tokens or 0
                 yield out
         except Exception as e:
             if type(e).__name__ in {"EngineDeadError", "EngineGenerateError"} or isinstance(e, ValueError):

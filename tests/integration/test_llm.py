@@ -49,6 +49,42 @@ async def test_embedded_engine_uses_the_chat_template_and_history(engines):
     assert "<|im_start|>system\nS<|im_end|>" in prompt and prompt.endswith("<|im_start|>assistant\n")
 
 
+async def _asked(llm, messages, request_id):
+    """The reply's text, the prompt's tokens and how many of them the prefix cache held."""
+    prompt, cached = llm.prompt_tokens, llm.cached_prompt_tokens
+    text = "".join([d async for d in llm.stream(messages, request_id)])
+    return text, llm.prompt_tokens - prompt, llm.cached_prompt_tokens - cached
+
+
+async def test_a_conversation_past_the_context_keeps_its_prompt_cached_from_turn_to_turn(engines):
+    """Cut at fixed marks (llm/context.py), the next turn's prompt starts like this one's and the
+    prefix cache holds most of it; dropped one message at a time, it holds almost none."""
+    llm = engines.llm
+    history = [{"role": "system", "content": "You are brief."}]
+    for k in range(40):
+        history += [
+            {"role": "user", "content": f"Question {k}: " + "tell me more about the river. " * 4},
+            {"role": "assistant", "content": f"Answer {k}: " + "the river runs down to the sea. " * 8},
+        ]
+    assert len(llm._encode(history)) > llm.max_model_len  # longer than the context: it is cut
+
+    def asking(k: int) -> dict[str, str]:
+        return {"role": "user", "content": f"And what about bridge number {k}?"}
+
+    try:
+        for step in (None, 1):
+            llm.context_step = step
+            text, _, _ = await _asked(llm, [*history, asking(1)], f"context-{step}-1")
+            later = [*history, asking(1), {"role": "assistant", "content": text}, asking(2)]
+            _, prompt, cached = await _asked(llm, later, f"context-{step}-2")
+            if step is None:
+                assert cached >= 0.75 * prompt, (cached, prompt)
+            else:
+                assert cached <= 0.25 * prompt, (cached, prompt)
+    finally:
+        llm.context_step = None
+
+
 # Cut inside a sentence, and whole (transcripts of the shared recordings, as the early final
 # gives them, after completion_prompt).
 UNFINISHED = ["Not at this particular", "In being", "God bless them, I"]

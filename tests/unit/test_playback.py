@@ -85,7 +85,7 @@ def test_virtual_clock_moves_only_forward():
 
 
 def test_fit_to_context_forgets_the_oldest_turns_first():
-    from llm.base import fit_to_context
+    from llm.context import fit_to_context
 
     msgs = [{"role": "system", "content": "s"}] + [{"role": "user", "content": str(i)} for i in range(10)]
     fitted = fit_to_context(msgs, len, 4)

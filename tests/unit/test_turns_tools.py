@@ -251,7 +251,7 @@ def test_an_announcement_waits_for_the_floor_and_is_a_reply():
 
 
 def test_the_history_keeps_a_call_with_its_result_and_drops_neither_from_the_front():
-    from llm.base import fit_to_context
+    from llm.context import fit_to_context
 
     h = History()
     h.add(Turn("user", "what time is it"))

@@ -23,6 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "speculation": ("voice.bench.speculation", "speculative replies: ready at the endpoint, and the tokens wasted"),
     "bargein": ("voice.bench.bargein", "barge-in over the labelled fixtures: reaction, truncation, false barge-ins"),
     "interruptions": ("voice.bench.interruptions", "interruptions heard whole: the WER of words said over a reply"),
+    "long_conversation": (
+        "voice.bench.long_conversation",
+        "the first token over a 50-turn conversation: the prefix cache, and trimming to the context",
+    ),
     "asr": ("voice.bench.asr", "Whisper's final pass: the full 30 s window against the short window"),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),

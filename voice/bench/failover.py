@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm.base import approx_tokens
+from llm.context import approx_tokens
 from llm.openai_http import OpenAIChatClient
 from llm.pool import LLMPool
 from shell.models import llm_model_path
