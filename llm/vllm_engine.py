@@ -258,8 +258,18 @@ class VLLMEngine:
         """The chat prompt, its oldest turns dropped if it would not fit (at marks that keep the
         prefix cache: llm/context.py)."""
         budget = self.max_model_len - self.generation.max_tokens
-        fitted = fit_to_context(messages, lambda m: len(self._encode(m, tools)), budget, self.context_step)
-        return self._encode(fitted, tools)
+        # The chat template over a long conversation is the costly part, on the way to the first
+        # token: each candidate is encoded once, and the one that fits is the prompt (its
+        # messages are the caller's own dicts, so their ids name a candidate within this call).
+        encoded: dict[tuple[int, ...], list[int]] = {}
+
+        def encode(candidate: list[dict[str, Any]]) -> list[int]:
+            key = tuple(map(id, candidate))
+            if key not in encoded:
+                encoded[key] = self._encode(candidate, tools)
+            return encoded[key]
+
+        return encode(fit_to_context(messages, lambda m: len(encode(m)), budget, self.context_step))
 
     async def stream(
         self, messages: list[dict[str, Any]], request_id: str | None = None, tools: list[dict[str, Any]] | None = None
