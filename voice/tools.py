@@ -1,29 +1,11 @@
 """The tools API for a person's own tools files: ``from voice.tools import tool``.
 
 The machinery lives in :mod:`shell.tools` (the session runs the tools); this is the name
-users import, kept stable while the folders below it move.
+users import, kept stable while the folders below it move. It offers exactly what
+``shell.tools`` offers (its ``__all__``), listed once, there.
 """
 
-from shell.tools import (
-    DEFAULT_TIMEOUT_S,
-    Tool,
-    ToolContext,
-    ToolDefinitionError,
-    ToolOptions,
-    ToolResult,
-    Tools,
-    load_tools,
-    tool,
-)
+import shell.tools
+from shell.tools import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "Tool",
-    "ToolContext",
-    "ToolDefinitionError",
-    "ToolOptions",
-    "ToolResult",
-    "Tools",
-    "load_tools",
-    "tool",
-]
+__all__ = shell.tools.__all__
