@@ -6,7 +6,6 @@ import asyncio
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from asr.whisper import WhisperRecognizer
 from core.budget import Budget
 from llm.base import LLM, GenerationConfig
 from shell import models
+from shell.scheduler import EngineQueue
 from tts.piper_tts import PiperTTS
 
 log = logging.getLogger(__name__)
@@ -90,17 +90,18 @@ class Engines:
     # over all sessions: one, since its first chunk takes the one TTS thread that every
     # session's reply needs; past it a turn's reply starts at the endpoint, as without.
     speculation_budget: Budget = field(default_factory=Budget)
-    # One thread each: the final pass never queues behind a partial pass, and
+    # One queue and thread each, shared by every session, most urgent work first
+    # (shell/scheduler.py): the final pass never queues behind a partial pass, and
     # TTS never waits for ASR.
-    final_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-final"))
-    partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "asr-partial"))
-    tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "tts"))
+    final_executor: EngineQueue = field(default_factory=lambda: EngineQueue("asr-final"))
+    partial_executor: EngineQueue = field(default_factory=lambda: EngineQueue("asr-partial"))
+    tts_executor: EngineQueue = field(default_factory=lambda: EngineQueue("tts"))
     # The end-of-turn check (70-100 ms) has its own too: it must not wait behind a
     # final pass (~1 s) or a partial, since the turn's endpoint waits for it. No
     # budget: each session has at most one check in flight, so at most one per
     # session is queued, and a check answered late is only a later endpoint
     # (max_wait_s still ends the turn).
-    turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "end-of-turn"))
+    turn_executor: EngineQueue = field(default_factory=lambda: EngineQueue("end-of-turn"))
 
     _warm_up: asyncio.Task | None = field(default=None, init=False, repr=False)
 
@@ -121,14 +122,24 @@ class Engines:
         except Exception as e:
             log.warning("LLM warm-up: %r", e)
 
+    @property
+    def queues(self) -> tuple[EngineQueue, ...]:
+        return (self.final_executor, self.partial_executor, self.tts_executor, self.turn_executor)
+
+    def schedule_by_urgency(self, on: bool) -> None:
+        """Most urgent work first (the default), or every queue in arrival order, as before issue 32
+        (for benchmarks that compare the two in one run)."""
+        for queue in self.queues:
+            queue.priority = on
+
     def new_vad(self) -> SileroVAD:
         """A VAD stream of its own (its recurrent state is per stream), on the shared model."""
         return SileroVAD(self.vad_session)
 
     async def aclose(self) -> None:
         await self.llm.close()
-        for ex in (self.final_executor, self.partial_executor, self.tts_executor, self.turn_executor):
-            ex.shutdown(wait=False, cancel_futures=True)
+        for queue in self.queues:
+            queue.shutdown(wait=False, cancel_futures=True)
 
 
 def make_llm(cfg: EngineConfig) -> LLM:

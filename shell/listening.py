@@ -26,7 +26,11 @@ from core.turns import Conversation
 from shell.clock import Clock
 from shell.engines import Engines
 from shell.heard_audio import HeardAudio
-from shell.work import Serves, Work
+from shell.work import Serves, Shed, Work
+
+# A preview partial that has waited this long for the partial model is dropped unrun: the next
+# one is due after another interval of speech (core/partials.py), and its words are newer.
+PARTIAL_SHED_S = 1.0
 
 # A pause's transcript to the end-of-turn decision: (utterance, text, end, start the speculation).
 Weigh = Callable[[int, str, float, Callable[[], None]], Awaitable[None]]
@@ -97,11 +101,17 @@ class Listening:
         there (of ``utterance``), whose words may start the speculative reply."""
         text: str | None = None
         # A closing pass decides (its words are read for the end of the turn); the others are a preview.
-        serves = Serves.BACKGROUND if closes is None else Serves.DECISION
+        serves, shed_after_s = (Serves.BACKGROUND, PARTIAL_SHED_S) if closes is None else (Serves.DECISION, None)
         try:
             text = await self._work.in_thread(
-                serves, self.engines.partial_executor, self.engines.asr_partial.transcribe, audio
+                serves,
+                self.engines.partial_executor,
+                self.engines.asr_partial.transcribe,
+                audio,
+                shed_after_s=shed_after_s,
             )
+        except Shed:  # under load: a stale preview, not an error
+            pass
         except Exception as e:  # a failed partial is only a missed preview
             self._error("asr_partial", repr(e))
         changed = self.hearing.partial_finished(policy, text)

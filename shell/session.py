@@ -155,7 +155,7 @@ class Session:
         self._device: AudioDevice | UncontrolledSpeaker = UncontrolledSpeaker()  # until the pump attaches one
         # The stages call back through weak references: no cycle, so a closed session is freed at once.
         run, emit, error, heard = (_weakly(m) for m in (self._run, self._emit, self._error, self._heard))
-        self._work = work = Work(error)
+        self._work = work = Work(error, clock.now)
         audio = HeardAudio(cfg.endpoint, cfg.asr_max_pause_s, hearing, engines.new_vad, work, look_back=linear)
         self._turn_end = TurnEnd(engines, clock, hearing, audio, work, emit, error, heard, lockstep)
         self._listening = Listening(

@@ -2,9 +2,10 @@
 
 Every engine call of a session (a Whisper pass, Smart Turn, an LLM request,
 a TTS synthesis, the echo canceller) is submitted here with what it serves
-(:class:`Serves`): the order a scheduler can run it in when the engines are
-shared (issue 32). For now it runs as it always has: in the executor or on
-the event loop it is given, in the order it comes.
+(:class:`Serves`). Work for an engine's queue (``shell/scheduler.py``) runs
+there most urgent first, across every session that shares the engine; work
+on the event loop (the echo canceller, the look-back VAD) runs at once; an
+LLM request carries its urgency to the engine itself (``llm/base.py``).
 
 The tracker counts the tasks and threads still working for the session, so
 that on virtual time the pump can wait for them (:meth:`Work.settle`) and
@@ -15,30 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
+from shell.scheduler import EngineQueue, Serves, Shed
+
+__all__ = ["Serves", "Shed", "Work"]
+
 T = TypeVar("T")
-
-
-class Serves(enum.Enum):
-    """What a piece of engine work is for, most urgent first."""
-
-    HEARING = "hearing"  # the microphone path itself (the echo canceller): it must keep up with real time
-    AUDIO = "audio"  # audio the person is about to hear: the committed reply's tokens and its speech
-    DECISION = "decision"  # what decides it: the final transcript, Smart Turn, the end-of-turn reading, a barge-in
-    BACKGROUND = "background"  # work that only might matter: partials, speculative replies, warming up
 
 
 class Work:
     """The session's engine work: submitted with what it serves, and counted until it is done."""
 
-    def __init__(self, on_error: Callable[[str, str], None]) -> None:
-        """``on_error(where, message)``: a task that failed on an exception nobody caught."""
+    def __init__(self, on_error: Callable[[str, str], None], now: Callable[[], float] = time.monotonic) -> None:
+        """``on_error(where, message)``: a task that failed on an exception nobody caught; ``now``:
+        the session's clock, on which queued work's waiting is measured."""
         self._on_error = on_error
+        self._now = now
         self._tasks: set[asyncio.Task] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -54,10 +52,20 @@ class Work:
         return fn(*args, **kwargs)
 
     def in_thread(
-        self, serves: Serves, executor: Executor | None, fn: Callable[..., T], *args: Any
+        self,
+        serves: Serves,
+        executor: Executor | None,
+        fn: Callable[..., T],
+        *args: Any,
+        shed_after_s: float | None = None,
     ) -> asyncio.Future[T]:
-        """Engine work on ``executor``'s threads: ``fn(*args)``, awaited on the event loop."""
+        """Engine work on ``executor``'s threads: ``fn(*args)``, awaited on the event loop. On an
+        engine's queue it waits behind more urgent work only, is never run once its awaiter is
+        cancelled, and with ``shed_after_s`` is dropped (:class:`Shed`) once it has waited that long."""
         self.submitted[serves] += 1
+        if isinstance(executor, EngineQueue):
+            queued = executor.submit_as(serves, fn, *args, now=self._now, shed_after_s=shed_after_s)
+            return asyncio.wrap_future(queued)
         return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
     # -- work in flight ----------------------------------------------------------
