@@ -31,6 +31,10 @@ class SessionConfig:
     # reference explains subtracted (SpeexDSP), which keeps the onset of speech over
     # a reply; "suppressed", AEC3's output, as the VAD hears it (before issue 15).
     asr_audio: Literal["linear", "suppressed"] = "linear"
+    # Whisper's window for the checks of speech over a reply (core/barge_in.py): "full" (30 s:
+    # invents fewer words in noise) or "short" (the engine's pad: ~4x less work, so a barge-in is
+    # decided sooner when the engines are busy).
+    interruption_check_window: Literal["full", "short"] = "short"
     final_tail_s: float = 0.1  # audio after the last voiced frame given to the final pass
     # Silence after which the final pass starts, before the endpoint (None: at the endpoint).
     # At least final_tail_s, so the pass has its tail.

@@ -54,6 +54,7 @@ class Listening:
         echo_cancel: bool,
         linear_for_asr: bool,
         final_tail_s: float,
+        check_full_window: bool = True,
     ) -> None:
         """``run``: carries out the core's commands; ``weigh``: a pause's transcript to the end of
         the turn; ``linear_for_asr``: the ASR hears the linear canceller's output (else AEC3's)."""
@@ -68,6 +69,7 @@ class Listening:
         self._error = error
         self._weigh = weigh
         self._final_tail_s = final_tail_s
+        self._check_full_window = check_full_window
         self.aec = EchoCanceller() if echo_cancel else None
         self.asr_aec = LinearEchoCanceller() if echo_cancel and linear_for_asr else None
 
@@ -135,9 +137,9 @@ class Listening:
 
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self.audio.over_reply(cmd.onset, cmd.t)
-        recognize = functools.partial(self.engines.asr_final.recognize, full_window=True)
+        recognize = functools.partial(self.engines.asr_final.recognize, full_window=self._check_full_window)
         try:
-            heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)
+            heard = await self._work.in_thread(Serves.INTERRUPTION, self.engines.final_executor, recognize, audio)
         except Exception as e:  # undecided: the final transcript decides instead
             self._error("asr_check", repr(e))
             heard = Transcript("", 1.0)

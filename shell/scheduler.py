@@ -47,9 +47,12 @@ class Serves(enum.IntEnum):
     """What a piece of engine work is for, most urgent first (lower runs first)."""
 
     HEARING = 0  # the microphone path itself (the echo canceller): it must keep up with real time
-    AUDIO = 1  # audio the person is about to hear: the committed reply's tokens and its speech
-    DECISION = 2  # what decides it: the final transcript, Smart Turn, the end-of-turn reading, a barge-in
-    BACKGROUND = 3  # work that only might matter: partials, speculative replies, warming up
+    # Whether speech over a paused reply takes the floor: the person is talking and the reply
+    # stands still until it is known, so it goes ahead of everything but hearing.
+    INTERRUPTION = 1
+    AUDIO = 2  # audio the person is about to hear: the committed reply's tokens and its speech
+    DECISION = 3  # what decides it: the final transcript, Smart Turn, the end-of-turn reading
+    BACKGROUND = 4  # work that only might matter: partials, speculative replies, warming up
 
 
 class Shed(Exception):

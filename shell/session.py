@@ -160,7 +160,7 @@ class Session:
         self._turn_end = TurnEnd(engines, clock, hearing, audio, work, emit, error, heard, lockstep)
         self._listening = Listening(
             engines, clock, c, hearing, audio, work, run, emit, error, self._turn_end.weigh, echo_cancel, linear,
-            cfg.final_tail_s,
+            cfg.final_tail_s, cfg.interruption_check_window == "full",
         )  # fmt: skip
         self._speaking = Speaking(engines, clock, c, self._playout, work, run, emit, error, lockstep, f"{id(self):x}")
         self._line = PhoneLine(cfg.call, clock, c, self._playout, run, busy=_weakly(self._in_use))

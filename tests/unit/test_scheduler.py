@@ -46,11 +46,18 @@ def test_the_most_urgent_work_runs_first_and_the_same_urgency_in_arrival_order()
         ("other final", Serves.DECISION),
         ("speculation", Serves.BACKGROUND),
         ("echo", Serves.HEARING),
+        ("interruption check", Serves.INTERRUPTION),
     ]:
         g.queue.submit_as(serves, g.job(name))
     g.release()
-    assert g.ran == ["echo", "speech", "final", "other final", "partial", "speculation"]
-    assert g.queue.stats.ran == {Serves.AUDIO: 2, Serves.DECISION: 2, Serves.BACKGROUND: 2, Serves.HEARING: 1}
+    assert g.ran == ["echo", "interruption check", "speech", "final", "other final", "partial", "speculation"]
+    assert g.queue.stats.ran == {
+        Serves.AUDIO: 2,
+        Serves.DECISION: 2,
+        Serves.BACKGROUND: 2,
+        Serves.HEARING: 1,
+        Serves.INTERRUPTION: 1,
+    }
 
 
 def test_without_priority_the_queue_keeps_arrival_order_as_before():
