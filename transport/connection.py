@@ -63,6 +63,9 @@ class ClosedSession:
     events: list[Event]  # every pipeline event of the session
     errors: list[str]  # the pipeline's errors
     close_code: int | None
+    # How late the session's audio ticks ran (the session behind real time), worst and p99.
+    lateness_max_s: float = 0.0
+    lateness_p99_s: float = 0.0
 
 
 class Connection:
@@ -80,6 +83,7 @@ class Connection:
         self.limits: Limits = server.config.limits
         self.session: Session | None = None
         self.device: ClientDevice | None = None
+        self.pump: Pump | None = None  # drives the session once it has started
         self.recorder: Any = None  # persists the turns (None: in memory only)
         self._store_warned = False
         self.clock = MonotonicClock()
@@ -158,8 +162,10 @@ class Connection:
             self.events,
             list(session.errors) if session is not None else [],
             1008 if self.outbox.cut_off else self.close_code,  # (a cut-off client's close may still be under way)
+            self.pump.stats.lateness_max_s if self.pump is not None else 0.0,
+            self.pump.stats.lateness_p99_s if self.pump is not None else 0.0,
         )
-        self.session = self.device = self.recorder = self._to_16k = None
+        self.session = self.device = self.recorder = self._to_16k = self.pump = None
         self.dialect = self.peer = None
         self.outbox.clear()
         self._tasks.clear()
@@ -255,8 +261,8 @@ class Connection:
         else:
             self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
         self._set_input_rate(cfg.input_rate)
-        pump = Pump(self.session, self.device)
-        self._tasks.append(asyncio.create_task(pump.run(), name=f"audio-{self.id[:8]}"))
+        self.pump = Pump(self.session, self.device)
+        self._tasks.append(asyncio.create_task(self.pump.run(), name=f"audio-{self.id[:8]}"))
 
     def _set_input_rate(self, rate: int) -> None:
         self._input_rate = rate
