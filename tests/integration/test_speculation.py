@@ -119,6 +119,8 @@ async def test_a_speculative_reply_talked_over_is_never_heard_never_stored_and_a
     assert in_engine and all(n == 0 for n in in_engine), in_engine
     assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
     assert engines.speculation_budget.in_flight == 0
+    # Nor any engine work still queued for it (shell/scheduler.py): every engine's queue is empty.
+    assert [q.name for q in engines.queues if q.queued] == []
     if fast:  # on virtual time the turn's own speculation, on the whole sentence, was ready at the endpoint
         (commit,) = [e for e in events if isinstance(e, SpeculativeCommit)]
         assert commit.ready and commit.response == answer.response and commit.t == end.t

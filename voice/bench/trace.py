@@ -1,10 +1,11 @@
 """Where a turn's time goes in real time: every engine call at the pause, beside its time alone.
 
-    python -m voice.bench trace [--reps N] [--out DIR] [--timelines] [RECORDING ...]
+    python -m voice.bench trace [--reps N] [--out DIR] [--timelines] [--against 15|32] [RECORDING ...]
 
 Replays one-sentence recordings (default: the 8 finished sentences of
 ``voice/bench/turns.py``, from ../shared/fixtures/speech) in real time
-through the pipeline now and before issue 15 (``BEFORE_ISSUE_15``), one set
+through the pipeline now and before issue 15 (``BEFORE_ISSUE_15``; with
+``--against 32``, before issue 32: the engines' queues in arrival order), one set
 of engines, taking turns at going first (one warm-up replay, not counted).
 Every engine call is timed (``voice/bench/engine_calls.py``) against the end
 of speech; then each replay's calls at the pause (the first of each kind
@@ -52,6 +53,10 @@ from voice.bench.turns import BEFORE_ISSUE_15, FINISHED
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"}
 
 PIPELINES = {"now": SessionConfig(), "before": BEFORE_ISSUE_15}
+# What "before" is (--against): issue 15's starting point, or issue 32's (interruption checks over
+# the full window, every engine queue in arrival order: shell/scheduler.py).
+BEFORE = {"15": BEFORE_ISSUE_15, "32": SessionConfig(interruption_check_window="full")}
+URGENCY = {"now": True, "before": True}  # whether the engines' queues run the most urgent work first
 KINDS = ("partial", "final", "smart_turn", "reading", "llm", "tts")
 WINDOW_S = (-0.05, 2.5)  # the calls of the pause: started this long around the end of speech
 
@@ -194,7 +199,10 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--reps", type=int, default=1, help="replays of each recording by each pipeline")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "trace-turns")
     ap.add_argument("--timelines", action="store_true", help="print each replay's calls and events")
+    ap.add_argument("--against", choices=sorted(BEFORE), default="15", help="the pipeline before which issue")
     args = ap.parse_args(argv)
+    PIPELINES["before"] = BEFORE[args.against]
+    URGENCY["before"] = args.against != "32"
     paths = find_recordings(args.recordings)
     if not paths:
         sys.exit("trace_turns: no recordings (give some, or provide ../shared/fixtures/speech)")
@@ -210,6 +218,7 @@ async def _main(argv: list[str] | None) -> None:
                 order = list(PIPELINES) if (rep + i) % 2 == 0 else list(PIPELINES)[::-1]
                 pair = {}
                 for pipeline in order:
+                    engines.schedule_by_urgency(URGENCY[pipeline])
                     run = await one_replay(engines, log, audio, PIPELINES[pipeline])
                     if run is None:
                         print(f"{path.name}: {pipeline} heard no end of speech", file=sys.stderr)
@@ -229,6 +238,7 @@ async def _main(argv: list[str] | None) -> None:
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "llm": engines.llm.name},
         "recordings": [p.name for p in paths],
         "reps": args.reps,
+        "against_issue": args.against,
         "summary": {name: summary(r) for name, r in runs.items()},
         "now_over_before": ratios,
         "replays": runs,
