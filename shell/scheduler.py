@@ -4,10 +4,12 @@ Every session's calls to a shared engine (Whisper's passes, Smart Turn, piper)
 go to that engine's :class:`EngineQueue` with what they serve (:class:`Serves`).
 Its thread takes the most urgent work queued, first come first served within
 the same urgency; so a committed reply's sentence is synthesized before a held
-speculation's, and a final transcript is not queued behind another session's
-preview. Work is never interrupted once running (the engines cannot be), so the
-gain is in what waits: on 2 cores a Whisper pass takes 0.3-1 s, and the work
-behind it used to wait for everything submitted before it.
+speculation's, a pause's closing partial (whose words may start the reply) is
+not queued behind other sessions' previews, and a check of speech over a
+paused reply goes ahead of other sessions' final passes. Work is never
+interrupted once running (the engines cannot be), so the gain is in what
+waits: on 2 cores a Whisper pass takes 0.3-1 s, and the work behind it used
+to wait for everything submitted before it.
 
 Two more rules keep background work from costing the critical path:
 
@@ -31,7 +33,6 @@ import enum
 import functools
 import heapq
 import itertools
-import logging
 import threading
 import time
 from collections import Counter
@@ -39,8 +40,6 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 
 class Serves(enum.IntEnum):
