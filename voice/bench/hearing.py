@@ -1,10 +1,11 @@
 """Hearing under load: how soon an interruption pauses and cuts the reply, on every transport, in real time.
 
     python -m voice.bench hearing [--out DIR] [--transports twilio,ws,webrtc] [--sessions 1,4]
-                                  [--rounds 2] [--after 1.2]
+                                  [--rounds 2] [--after 1.2] [--same-process]
 
 One server (the embedded default engines, in this process). At each level, n clients of one
-transport talk at once (their starts 0.3 s apart), in real time: phone callers on
+transport talk at once (their starts 0.3 s apart), in real time, from a process of their own
+(``--same-process``: on the server's event loop, as before): phone callers on
 ``/telephony/twilio`` as Twilio's Media Streams makes them (8 kHz mu-law,
 ``voice/bench/twilio_caller.py``), our protocol on ``/ws`` (``transport/client.py``), and
 WebRTC peers (aiortc, Opus, ``voice/bench/webrtc_client.py``). Each asks a question (a CMU
@@ -102,17 +103,36 @@ def measure(events: list) -> dict:
     } | answered
 
 
-async def level(server: VoiceServer, transport: str, n: int, k: int, after_s: float) -> list[dict]:
-    """n clients of ``transport`` at once; their sessions' figures."""
+async def clients(transport: str, port: int, n: int, k: int, after_s: float) -> None:
+    """n clients of ``transport`` at once, their starts 0.3 s apart, until each is done."""
     questions = [_speech(QUESTIONS[(k + i) % len(QUESTIONS)]) for i in range(n)]
     interruptions = [_speech(INTERRUPTIONS[(k + i) % len(INTERRUPTIONS)])[: ASR_RATE * 3] for i in range(n)]
-    before = set(server.closed)
 
     async def caller(i: int) -> None:
         await asyncio.sleep(0.3 * i)
-        await say(transport, server.port, questions[i], interruptions[i], after_s)
+        await say(transport, port, questions[i], interruptions[i], after_s)
 
     await asyncio.gather(*(caller(i) for i in range(n)))
+
+
+# The clients in a process of their own: their audio, Opus and mu-law work is not the server's loop's.
+CLIENTS = "import asyncio, sys; from voice.bench.hearing import clients; a = sys.argv[1:]; " + (
+    "asyncio.run(clients(a[0], int(a[1]), int(a[2]), int(a[3]), float(a[4])))"
+)
+
+
+async def level(
+    server: VoiceServer, transport: str, n: int, k: int, after_s: float, same_process: bool = False
+) -> list[dict]:
+    """n clients of ``transport`` at once; their sessions' figures."""
+    before = set(server.closed)
+    if same_process:
+        await clients(transport, server.port, n, k, after_s)
+    else:
+        args = [transport, str(server.port), str(n), str(k), str(after_s)]
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", CLIENTS, *args, cwd=ROOT)
+        if await process.wait() != 0:
+            raise RuntimeError(f"the {transport} clients failed (exit {process.returncode})")
     for _ in range(100):  # the sessions' records, once their connections have ended
         records = [r for sid, r in server.closed.items() if sid not in before]
         if len(records) >= n:
@@ -136,6 +156,7 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--sessions", default="1,4", help="clients at once, per level")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--after", type=float, default=1.2, help="seconds of reply played before the interruption")
+    ap.add_argument("--same-process", action="store_true", help="the clients on the server's event loop")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.sessions.split(",")]
     transports = args.transports.split(",")
@@ -155,7 +176,7 @@ async def _main(argv: list[str] | None) -> None:
                     window = CHECK_WINDOW[way]
                     session = replace(server.config.session, interruption_check_window=window)
                     server.config = replace(server.config, session=session)
-                    for r in await level(server, transport, n, k, args.after):
+                    for r in await level(server, transport, n, k, args.after, args.same_process):
                         rows.append({"transport": transport, "way": way, "sessions": n, "round": k, **r})
                         print(rows[-1], file=sys.stderr, flush=True)
                     await asyncio.sleep(1.0)
@@ -171,7 +192,13 @@ async def _main(argv: list[str] | None) -> None:
     for n in levels:  # over every transport
         for way in WAYS:
             summary[f"all_{n}_{way}"] = summarize([r for r in rows if (r["sessions"], r["way"]) == (n, way)])
-    result = {"summary": summary, "rows": rows, "after_s": args.after, "cold_start_s": cold_start_s}
+    result = {
+        "summary": summary,
+        "rows": rows,
+        "after_s": args.after,
+        "clients": "the server's process" if args.same_process else "a process of their own",
+        "cold_start_s": cold_start_s,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hearing.json").write_text(json.dumps(result, indent=2) + "\n")
 
