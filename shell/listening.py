@@ -54,10 +54,11 @@ class Listening:
         echo_cancel: bool,
         linear_for_asr: bool,
         final_tail_s: float,
-        check_full_window: bool = True,
+        check_full_window: bool,
     ) -> None:
         """``run``: carries out the core's commands; ``weigh``: a pause's transcript to the end of
-        the turn; ``linear_for_asr``: the ASR hears the linear canceller's output (else AEC3's)."""
+        the turn; ``linear_for_asr``: the ASR hears the linear canceller's output (else AEC3's);
+        ``check_full_window``: interruption checks over Whisper's full window (else the short one)."""
         self.engines = engines
         self.clock = clock
         self.conversation = conversation

@@ -55,7 +55,7 @@ class Serves(enum.IntEnum):
 
 
 class Shed(Exception):
-    """Background work dropped unrun: it waited too long behind more urgent work."""
+    """Work dropped unrun: it waited in the queue longer than its ``shed_after_s``."""
 
 
 @dataclass(order=True)
@@ -72,15 +72,11 @@ class _Item:
 
 @dataclass
 class QueueStats:
-    """What an engine's queue did: counts by what the work served, and the longest waits."""
+    """What an engine's queue did: the work it ran, by what it served, and what it never ran."""
 
     ran: Counter[Serves] = field(default_factory=Counter)
     shed: int = 0
     cancelled: int = 0  # cancelled while queued: never run
-    longest_wait_s: dict[Serves, float] = field(default_factory=dict)
-
-    def waited(self, serves: Serves, wait_s: float) -> None:
-        self.longest_wait_s[serves] = max(wait_s, self.longest_wait_s.get(serves, 0.0))
 
 
 class EngineQueue(Executor):
@@ -152,17 +148,15 @@ class EngineQueue(Executor):
                 if not self._heap:
                     return None
                 item = heapq.heappop(self._heap)
-                serves = item.serves
                 if not item.future.set_running_or_notify_cancel():
                     self.stats.cancelled += 1
                     continue
                 wait_s = item.now() - item.queued_at
                 if item.shed_after_s is not None and wait_s > item.shed_after_s:
                     self.stats.shed += 1
-                    item.future.set_exception(Shed(f"{self.name}: waited {wait_s:.2f} s behind more urgent work"))
+                    item.future.set_exception(Shed(f"{self.name}: waited {wait_s:.2f} s in the queue"))
                     continue
-                self.stats.ran[serves] += 1
-                self.stats.waited(serves, wait_s)
+                self.stats.ran[item.serves] += 1
                 return item
 
     def _work(self) -> None:

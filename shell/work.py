@@ -4,8 +4,9 @@ Every engine call of a session (a Whisper pass, Smart Turn, an LLM request,
 a TTS synthesis, the echo canceller) is submitted here with what it serves
 (:class:`Serves`). Work for an engine's queue (``shell/scheduler.py``) runs
 there most urgent first, across every session that shares the engine; work
-on the event loop (the echo canceller, the look-back VAD) runs at once; an
-LLM request carries its urgency to the engine itself (``llm/base.py``).
+on the event loop (the echo canceller, the look-back VAD) and LLM requests
+run at once, and are only counted (vLLM batches every request in flight:
+its request priorities would order nothing here, docs/bench/turn-taking.md).
 
 The tracker counts the tasks and threads still working for the session, so
 that on virtual time the pump can wait for them (:meth:`Work.settle`) and

@@ -16,7 +16,7 @@ import sys
 # name: (module, what it measures). The order is the listing's: latency first, then turn-taking, then the rest.
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "pipeline": ("voice.bench.pipeline", "voice-to-voice latency by stage against a sequential baseline, real time"),
-    "hearing": ("voice.bench.hearing", "a phone caller's interruption under load: heard, paused, cut, real time"),
+    "hearing": ("voice.bench.hearing", "interruptions with clients at once on every transport: paused, cut, real time"),
     "trace": ("voice.bench.trace", "where a turn's time goes: every engine call at the pause, beside its time alone"),
     "turn_taking": ("voice.bench.turn_taking", "turn-taking over the issue-15 fixtures, now against before (virtual)"),
     "endpoint": ("voice.bench.endpoint", "when the person's turn ends: Smart Turn against silence alone (virtual)"),

@@ -55,8 +55,8 @@ ENV = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1"
 PIPELINES = {"now": SessionConfig(), "before": BEFORE_ISSUE_15}
 # What "before" is (--against): issue 15's starting point, or issue 32's (interruption checks over
 # the full window, every engine queue in arrival order: shell/scheduler.py).
-BEFORE = {"15": BEFORE_ISSUE_15, "32": SessionConfig(interruption_check_window="full")}
-URGENCY = {"now": True, "before": True}  # whether the engines' queues run the most urgent work first
+# Each with whether the engines' queues run the most urgent work first.
+BEFORE = {"15": (BEFORE_ISSUE_15, True), "32": (SessionConfig(interruption_check_window="full"), False)}
 KINDS = ("partial", "final", "smart_turn", "reading", "llm", "tts")
 WINDOW_S = (-0.05, 2.5)  # the calls of the pause: started this long around the end of speech
 
@@ -201,8 +201,7 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--timelines", action="store_true", help="print each replay's calls and events")
     ap.add_argument("--against", choices=sorted(BEFORE), default="15", help="the pipeline before which issue")
     args = ap.parse_args(argv)
-    PIPELINES["before"] = BEFORE[args.against]
-    URGENCY["before"] = args.against != "32"
+    pipelines = {"now": (PIPELINES["now"], True), "before": BEFORE[args.against]}
     paths = find_recordings(args.recordings)
     if not paths:
         sys.exit("trace_turns: no recordings (give some, or provide ../shared/fixtures/speech)")
@@ -218,8 +217,9 @@ async def _main(argv: list[str] | None) -> None:
                 order = list(PIPELINES) if (rep + i) % 2 == 0 else list(PIPELINES)[::-1]
                 pair = {}
                 for pipeline in order:
-                    engines.schedule_by_urgency(URGENCY[pipeline])
-                    run = await one_replay(engines, log, audio, PIPELINES[pipeline])
+                    config, urgent = pipelines[pipeline]
+                    engines.schedule_by_urgency(urgent)
+                    run = await one_replay(engines, log, audio, config)
                     if run is None:
                         print(f"{path.name}: {pipeline} heard no end of speech", file=sys.stderr)
                         continue
