@@ -28,6 +28,14 @@ class EchoGate:
       view WebRTC's suppressor delays the onset of speech over playback by
       up to seconds where there is little or no echo (headphones), since it
       assumes echo until it learns otherwise.
+
+    Once learnt, a frame louder than any echo expected is never learnt from,
+    even while the VAD is unsure of it: it is the person's onset. Speech that
+    begins within ``learn_s`` of the first playback can still be learnt as
+    echo (with nothing learnt, the person and an echo path look alike) and be
+    held back until the history forgets it. Phone calls, the browser page and
+    WebRTC run no canceller of ours (their clients cancel their own echo); the
+    desk and the clients that ask for ours do.
     """
 
     def __init__(
@@ -72,9 +80,15 @@ class EchoGate:
         e_raw = float(np.mean(raw**2)) + 1e-10
         reduction = e_raw / (float(np.mean(cleaned**2)) + 1e-10)
         clean_ok = 10 * np.log10(1 / reduction) > self.gate_db
-        raw_ok = len(self._ratios) >= self._learn and e_raw > self.margin * self.echo_gain * far
+        learnt = len(self._ratios) >= self._learn
+        loud = e_raw > self.margin * self.echo_gain * far  # louder than any echo expected
+        raw_ok = learnt and loud
         prob = max(p_raw if raw_ok else 0.0, p_clean if clean_ok else 0.0)
-        if prob < NO_SPEECH_BELOW:  # learn the echo path from frames without the person's speech
+        # Learn the echo path from frames without the person's speech. Once it is learnt, a frame
+        # louder than any echo is not learnt from even when the VAD is not sure of it yet: those
+        # are the first frames of the person's speech, and learnt as echo they would raise the
+        # echo expected to the person's level and gate the rest of their words off.
+        if prob < NO_SPEECH_BELOW and not (learnt and loud):
             self._ratios.append(e_raw / far)
             del self._ratios[: -self._history]
             self.echo_gain = float(np.percentile(self._ratios, 90))

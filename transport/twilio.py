@@ -197,7 +197,12 @@ class TwilioProtocol:
             "custom_parameters": parameters,
         }
         log.info("session %s: call %s from %s, stream %s", self.id, self.call["call_sid"], caller, self.stream_sid)
-        self.configured = Configure(g711.G711_RATE, acks=True, lead_s=LEAD_S, call=True, meta=self.call)
+        # No echo canceller on a call: the phone cancels its own speaker's echo (the network its
+        # line echo), so ours would only learn an echo path of nothing, and until it had learnt
+        # one (the first half second of the first reply) it held back a caller who spoke then.
+        self.configured = Configure(
+            g711.G711_RATE, acks=True, lead_s=LEAD_S, echo_cancel=False, call=True, meta=self.call
+        )
         return [self.configured]
 
     def _on_media(self, media: Media) -> list[Action]:

@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from core.audio import ASR_RATE
 from core.events import (
     AsrFinal,
     AsrPartial,
@@ -27,7 +29,13 @@ from core.events import (
     TtsChunk,
     TurnEnd,
 )
+from shell.clock import VirtualClock
+from shell.config import SessionConfig
+from shell.session import Session
 from tests.conftest import ROOT
+from transport.files import load_audio
+from transport.replay import replay
+from voice.bench.common import SHARED_SPEECH
 from voice.bench.evaluate import run_fixture, truncation_error_words
 from voice.bench.scoring import word_error_rate
 
@@ -120,3 +128,44 @@ async def test_real_time_barge_in_aborts_generation(engines, fixtures):
     assert engines.llm.engine.output_processor.get_num_unfinished_requests() == 0
     paused = next(e for e in run.of(PlaybackPaused) if e.response == r)
     assert paused.t - run.label["interrupt_onset_s"] <= 0.45
+
+
+@pytest.fixture(scope="module")
+def over_headphones() -> tuple[np.ndarray, np.ndarray]:
+    """A question, and an interruption said over its reply: the person on headphones (no echo)."""
+    question = load_audio(SHARED_SPEECH / "cmu_arctic_us_aew_a0003.wav")
+    interruption = load_audio(SHARED_SPEECH / "ljspeech_LJ001-0001.wav")[: 3 * ASR_RATE]
+    return question, interruption
+
+
+FIRST_REPLY: dict[str, float] = {}
+
+
+async def replay_events(engines, audio: np.ndarray) -> list:
+    events: list = []
+    session = Session(engines, VirtualClock(), SessionConfig(), on_event=events.append)  # echo cancelled
+    try:
+        await replay(session, audio, settle=True)
+    finally:
+        await session.aclose()
+    return events
+
+
+@pytest.mark.parametrize("into_reply_s", [0.5, 1.0])
+async def test_speech_early_in_the_first_reply_is_heard_over_headphones(engines, over_headphones, into_reply_s):
+    """With nothing to cancel, the echo gate must not learn the person's first frames as echo:
+    it did, and an interruption 0.5 s into the first reply went unheard, one 1.0 s in was paused
+    for a second late (issue 32)."""
+    question, interruption = over_headphones
+    if "playing" not in FIRST_REPLY:  # when the reply starts, without the interruption (the same in each case)
+        events = await replay_events(engines, np.concatenate([question, np.zeros(4 * ASR_RATE, np.float32)]))
+        FIRST_REPLY["playing"] = next(e.t for e in events if isinstance(e, PlaybackStart))
+    playing = FIRST_REPLY["playing"]
+    onset = playing + into_reply_s
+    audio = np.zeros(round(onset * ASR_RATE) + len(interruption) + 2 * ASR_RATE, np.float32)
+    audio[: len(question)] = question
+    audio[round(onset * ASR_RATE) : round(onset * ASR_RATE) + len(interruption)] = interruption
+    events = await replay_events(engines, audio)
+    paused = [e.t for e in events if isinstance(e, PlaybackPaused) and e.t >= onset]
+    assert paused and paused[0] - onset <= 0.5, paused
+    assert [e for e in events if isinstance(e, BargeIn) and e.t >= onset]

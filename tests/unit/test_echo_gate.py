@@ -338,3 +338,18 @@ def test_echo_gain_follows_the_echo_path_of_the_last_history_s():
     assert gate.echo_gain == pytest.approx(1.0)  # half the history is still the speakers'
     learnt(gate, ratio=0.01, n=HISTORY - 100)
     assert gate.echo_gain == pytest.approx(0.01)
+
+
+def test_the_first_frames_of_speech_are_not_learnt_though_the_vad_is_not_sure_yet():
+    # Headphones: the echo path learnt as next to nothing. The person starts as loud as the reply;
+    # the VAD needs a few frames to be sure, and the suppressor takes it all for echo. Learnt as
+    # echo, those first frames would make the person's level the echo expected, and gate off the
+    # rest of the words (issue 32: a caller 0.5-1 s into the reply went unheard).
+    gate = learnt(EchoGate(), ratio=1e-6)
+    for p_raw in (0.05, 0.1, 0.2, 0.25):  # the onset: loud, not yet speech to the VAD
+        gate.far_frame(const(0.1))
+        assert gate(p_raw, 0.02, const(0.1), const(0.0001)) < 0.3
+    assert gate.echo_gain == pytest.approx(1e-6, rel=0.05)
+    for _ in range(20):  # the words: through on the raw view
+        gate.far_frame(const(0.1))
+        assert gate(0.9, 0.02, const(0.1), const(0.0001)) == 0.9

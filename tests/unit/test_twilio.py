@@ -30,7 +30,8 @@ def started() -> TwilioProtocol:
     proto = TwilioProtocol("s" * 32, 24000)
     assert proto.receive_text(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})) == []
     (configure,) = proto.receive_text(json.dumps(START))
-    assert configure == Configure(8000, acks=True, lead_s=LEAD_S, call=True, meta=proto.call)
+    # No echo canceller: the phone cancels its own echo (see TwilioProtocol._on_start).
+    assert configure == Configure(8000, acks=True, lead_s=LEAD_S, echo_cancel=False, call=True, meta=proto.call)
     return proto
 
 

@@ -108,7 +108,9 @@ async def call(
     the reply once ``after_s`` of it has played, then listen for ``tail_s`` at most (until a
     reply has played out). Then hang up (``stop``), unless the server did. ``parameters``: the
     stream's custom parameters. ``timing`` is given ``first_sent`` and ``first_media``: when
-    the caller's first frame went and the reply's first audio came (the loop's clock). Returns
+    the caller's first frame went and the reply's first audio came (the loop's clock), and
+    ``said_over_at``: where on the caller's stream (seconds of audio sent) the speech over the
+    reply began. Returns
     what the server sent."""
     if steps is None:
         assert caller is not None
@@ -177,6 +179,8 @@ async def call(
                         await send_frame(silence)
                         if loop.time() - began > 30:
                             raise AssertionError("the reply never played long enough to be interrupted")
+                    if timing is not None:
+                        timing.setdefault("said_over_at", frame * 0.02)
                     for pos in range(0, len(step.audio), 160):
                         await send_frame(step.audio[pos : pos + 160])
                 elif isinstance(step, Listen):
