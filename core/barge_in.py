@@ -31,55 +31,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from core.words import words
-
-STOP_WORDS = frozenset(
-    [
-        "stop",
-        "wait",
-        "no",
-        "nope",
-        "hold",
-        "pause",
-        "quiet",
-        "enough",
-        "cancel",
-        "hey",
-        "sorry",
-        "excuse",
-        "actually",
-        "but",
-        "shut",
-        "listen",
-    ]
-)
-
-
-BACKCHANNELS = frozenset(
-    [
-        "uh-huh",
-        "mm-hmm",
-        "mhm",
-        "mm",
-        "hmm",
-        "uh",
-        "um",
-        "ah",
-        "oh",
-        "yeah",
-        "yes",
-        "yep",
-        "yup",
-        "ok",
-        "okay",
-        "right",
-        "sure",
-        "alright",
-        "cool",
-        "nice",
-        "wow",
-    ]
-)
+from core.language import ENGLISH, Language
+from core.words import letters, words
 
 
 @dataclass(frozen=True)
@@ -102,8 +55,6 @@ class BargeInPolicy:
     # through, transcribed with a slip or two ("lips as they both look at each
     # other" for "... looked at ..."): not the person, however loud.
     min_echo_similarity: float = 0.75
-    stop_words: frozenset[str] = STOP_WORDS
-    backchannels: frozenset[str] = BACKCHANNELS
 
     def interrupts(
         self,
@@ -113,6 +64,7 @@ class BargeInPolicy:
         level_db: float | None = None,
         user_level_db: float | None = None,
         background_db: float | None = None,
+        language: Language = ENGLISH,
     ) -> bool:
         """Whether speech heard over the reply is meant to take the floor.
 
@@ -121,6 +73,7 @@ class BargeInPolicy:
         assistant's own voice, transcribed, is not the person. Nor are words
         Whisper doubts, or speech much quieter than the person. A stop word
         the reply did not say is the person, whatever else was heard.
+        ``language``: the one the words are in (its stop words and backchannels).
         """
         if no_speech_prob > self.max_no_speech_prob:
             return False
@@ -136,17 +89,37 @@ class BargeInPolicy:
             and level_db < background_db + self.min_level_above_background_db
         ):
             return False
-        words, said = _words(text), _words(reply)
-        own = set(said)
-        if any(w in self.stop_words and w not in own for w in words):
+        heard, said = tokens(text, language), tokens(reply, language)
+        # Unspaced scripts: the reply's characters are too common to discount one by one.
+        own = set(said) if language.spaced else set()
+        if any(w in language.stop_words and w not in own for w in heard):
             return True
-        if echo_similarity(words, said) >= self.min_echo_similarity:
+        if echo_similarity(heard, said) >= self.min_echo_similarity:
             return False
-        return sum(w not in self.backchannels and w not in own for w in words) >= self.commit_words
+        return sum(weight(w) for w in heard if w not in language.backchannels and w not in own) >= self.commit_words
 
 
-def _words(text: str) -> list[str]:
-    return words(text, numbers=False)
+def tokens(text: str, language: Language = ENGLISH) -> list[str]:
+    """``text`` as the barge-in rules count it: its words (digits not counted: Whisper's digits over
+    the reply count for nothing); where words are not spaced, the language's stop words and
+    backchannels where they stand, and every other character alone."""
+    if language.spaced:
+        return words(text, numbers=False)
+    said = "".join(c for c in letters(text) if not c.isdigit())
+    known = sorted(language.stop_words | language.backchannels, key=len, reverse=True)
+    out: list[str] = []
+    i = 0
+    while i < len(said):
+        word = next((k for k in known if said.startswith(k, i)), said[i])
+        out.append(word)
+        i += len(word)
+    return out
+
+
+def weight(token: str) -> float:
+    """How many words ``token`` counts for: a word, or a lone character of an unspaced script
+    (half a word: Japanese and Chinese words are mostly two characters)."""
+    return 0.5 if len(token) == 1 and not token.isascii() else 1.0
 
 
 def echo_similarity(heard: list[str], reply: list[str]) -> float:

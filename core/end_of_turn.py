@@ -79,33 +79,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from core.words import words
-
-# A transcript whose last word is one of these has not finished its sentence.
-CONTINUATION_WORDS = frozenset(
-    [
-        # conjunctions
-        "and",
-        "but",
-        "or",
-        "nor",
-        "so",
-        "because",
-        "cause",
-        "if",
-        "unless",
-        "whether",
-        # articles: nothing finished ends on one
-        "the",
-        "a",
-        "an",
-        # fillers: still thinking
-        "um",
-        "uh",
-        "er",
-        "erm",
-    ]
-)
+from core.language import ENGLISH, Language
+from core.words import letters, words
 
 NUMBER_WORDS = frozenset(
     [
@@ -157,7 +132,6 @@ class EndOfTurnConfig:
     # A transcript that trails off (continuation words, a number) multiplies the
     # model's probability by this: with 0.6 the model must be 0.84 sure.
     continuation_weight: float = 0.6
-    continuation_words: frozenset[str] = CONTINUATION_WORDS
     # The LLM reads the pause's transcript as plain text: when the probability that the sentence
     # ends right there (its next token is . ? or !) is below this, the words are unfinished ("Not
     # at this particular", "I want to": 0.000) and overrule the model's "finished"; the turn then
@@ -243,14 +217,18 @@ def _is_number(word: str) -> bool:
     return word in NUMBER_WORDS or word.isdigit()
 
 
-def trails_off(text: str, continuation_words: frozenset[str] = CONTINUATION_WORDS) -> bool:
-    """Whether ``text`` stops where a sentence goes on: on a continuation word, or in a number
-    being dictated (at least two number tokens in a row at the end: "555 12", "five five",
-    "twenty one"; a single one, "I'm 25", "in 1961", is left alone)."""
+def trails_off(text: str, language: Language = ENGLISH) -> bool:
+    """Whether ``text`` stops where a sentence goes on: on one of ``language``'s continuation
+    words, or in a number being dictated (at least two number tokens in a row at the end: "555
+    12", "five five", "twenty one"; a single one, "I'm 25", "in 1961", is left alone). Where
+    words are not spaced, on the characters of a continuation word ("行きたいけど")."""
+    if not language.spaced:
+        said = letters(text)
+        return any(said.endswith(w) for w in language.continuation_words)
     said = words(text, compounds=False)  # "twenty-one": two number words
     if not said:
         return False
-    return said[-1] in continuation_words or (len(said) > 1 and _is_number(said[-1]) and _is_number(said[-2]))
+    return said[-1] in language.continuation_words or (len(said) > 1 and _is_number(said[-1]) and _is_number(said[-2]))
 
 
 # A token that ends a sentence, as the LLM's tokenizer spells it (with its leading space, if any).
@@ -281,6 +259,7 @@ class EndOfTurn:
         it, so that the words can overrule it."""
         self.config = config or EndOfTurnConfig()
         self.transcripts = transcripts
+        self.language = ENGLISH  # what the transcripts are read in: the conversation's language
         self._checks = 0  # checks asked so far (their ids), over every utterance
         self._speaking = False  # an utterance is in progress and has not been ended
         self._onset = 0.0
@@ -480,7 +459,7 @@ class EndOfTurn:
         )
 
     def _trails_off(self) -> bool:
-        return self._text is not None and trails_off(self._text, self.config.continuation_words)
+        return self._text is not None and trails_off(self._text, self.language)
 
     def _new_pause(self) -> None:
         self._pending = None  # its answer, when it comes, is stale

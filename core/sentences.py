@@ -7,7 +7,9 @@ returns the rest at the end of the reply.
 How a cut is chosen:
 
 * A chunk ends after ``.``, ``!``, ``?`` or an ellipsis, with any closing
-  quotes or brackets, followed by whitespace. A period not followed by
+  quotes or brackets, followed by whitespace; after ``。！？`` (and ``!``
+  ``?`` in text that does not space its words: Japanese, Chinese) where
+  they stand. A period not followed by
   whitespace (``3.50``, ``example.com``, ``a@b.org``) is never a boundary, nor
   is a colon (``10:30``).
 * A period after a known abbreviation (``Dr.``, ``e.g.``), an initial (``J.``)
@@ -17,11 +19,13 @@ How a cut is chosen:
   those the grouper waits for the next word.
 * A newline ends a chunk (list items, paragraphs).
 * The first chunk of a reply may end at a clause boundary (``,`` ``;`` ``:``
-  or a dash) once it holds a few words, or, once it holds a few more, before
+  a dash, ``、`` ``，``) once it holds a few words (two characters of an
+  unspaced script count as one), or, once it holds a few more, before
   a conjunction (``and``, ``but``, ``because``, ``which`` ...): a breath
   group, so that speech starts early without waiting for a long sentence.
 * A chunk that grows past ``max_chars`` without any boundary is cut at the
-  last whitespace: never inside a word.
+  last whitespace: never inside a word (in unspaced text, between two
+  characters).
 * No cut is made inside an unclosed ``[`` or ``(``, so that a markdown link is
   never split.
 
@@ -33,6 +37,8 @@ whitespace is collapsed. Chunks that clean to nothing are dropped.
 from __future__ import annotations
 
 import re
+
+from core.words import unspaced
 
 # Abbreviations after which a period never ends a sentence (lower-cased, no
 # trailing period).
@@ -82,9 +88,11 @@ _NEVER_FINAL = {
 # Abbreviations that end a sentence only when a capitalised word follows.
 _MAYBE_FINAL = {"etc", "u.s", "u.k", "u.s.a", "a.m", "p.m", "e.u", "ph.d", "al"}
 
-_TERMINATORS = ".!?…"
-_CLOSERS = "\"'”’)]»"
-_CLAUSE = ",;:—–"
+_TERMINATORS = ".!?…。！？"
+_CLOSERS = "\"'”’)]»」』）】"
+_CLAUSE = ",;:—–、，；："
+# Full-width marks end a sentence or clause where they stand: the text after them is not spaced.
+_FULL_WIDTH = "。！？、，；："
 # Words that open a phrase: a first chunk may end before one of them.
 _PHRASE_STARTERS = frozenset(
     "and but or so because which who whom whose when while where if although though since until unless whether".split()  # noqa: SIM905 - a word list reads best as words
@@ -165,10 +173,12 @@ class SentenceGrouper:
             self._emitted += 1
 
     def _find_cut(self, final: bool) -> int | None:
-        """Index just after the whitespace that ends the next chunk, if known."""
+        """Index just after the whitespace that ends the next chunk, if known (after the mark
+        itself where the text is not spaced)."""
         buf = self._buf
         depth = 0  # unclosed [ ( or { : never cut inside a link, or a JSON object (never spoken whole)
         words = 0
+        characters = 0  # of scripts that do not space their words: two count as a word
         last_space = -1
         i = 0
         n = len(buf)
@@ -178,6 +188,8 @@ class SentenceGrouper:
                 depth += 1
             elif c in "])}" and depth:
                 depth -= 1
+            if unspaced(c):
+                characters += 1
             if c.isspace():
                 if i > 0 and not buf[i - 1].isspace():
                     words += 1
@@ -207,20 +219,27 @@ class SentenceGrouper:
                         return None
                     if verdict:
                         return self._after_whitespace(j)
+                elif c in _FULL_WIDTH or unspaced(buf[j]) or (i > 0 and unspaced(buf[i - 1])):
+                    return j  # "。" or "?" in unspaced text: the sentence ends, no space follows
                 i = j
                 continue
             elif (
                 c in _CLAUSE
                 and depth == 0
                 and self._emitted == 0
-                and words + 1 >= self.first_clause_min_words
+                and words + 1 + characters / 2 >= self.first_clause_min_words
                 and i + 1 < n
-                and buf[i + 1].isspace()
+                and (buf[i + 1].isspace() or c in _FULL_WIDTH)
             ):
                 return self._after_whitespace(i + 1)
             i += 1
-        if n > self.max_chars and last_space > 0:
-            return self._after_whitespace(last_space)
+        if n > self.max_chars:
+            if last_space > 0:
+                return self._after_whitespace(last_space)
+            # No space at all: unspaced text may be cut between any two of its characters.
+            cut = next((k for k in range(self.max_chars, 0, -1) if unspaced(buf[k - 1]) or unspaced(buf[k])), None)
+            if cut is not None:
+                return cut
         return None
 
     def _after_whitespace(self, i: int) -> int:

@@ -2,7 +2,7 @@
 
 End of turn (``end_of_turn.trails_off``: the last words, continuation words and numbers) and
 the barge-in checks (``barge_in.BargeInPolicy``: stop words, backchannels, echoes of the reply)
-read a transcript as lower-case words of letters and apostrophes. They differ in two ways,
+read a transcript as lower-case words of letters (of any script) and apostrophes. They differ in two ways,
 each kept as it was decided (issue 31 changed no rule):
 
 * ``numbers``: digits are word letters ("555 12" is two number words to end of turn); the
@@ -11,7 +11,8 @@ each kept as it was decided (issue 31 changed no rule):
   their parts ("twenty-one": two number words, so a dictated number trails off).
 
 A word is never split elsewhere than at a hyphen, and its parts are exactly the words read
-without ``compounds``.
+without ``compounds``. Scripts that do not space their words are read by :func:`letters`
+(``core/language.py`` says which).
 """
 
 from __future__ import annotations
@@ -20,15 +21,35 @@ import re
 
 
 def _pattern(numbers: bool, compounds: bool) -> re.Pattern[str]:
-    letter = "[a-z0-9']" if numbers else "[a-z']"
+    # Letters of any script (not only a-z: "sí", "über"), and the apostrophe ("don't", "d'accord").
+    letter = r"(?:[^\W_]|')" if numbers else r"(?:[^\W\d_]|')"
     return re.compile(f"{letter}+(?:-{letter}+)*" if compounds else f"{letter}+")
 
 
 _PATTERNS = {
     (numbers, compounds): _pattern(numbers, compounds) for numbers in (True, False) for compounds in (True, False)
 }
+_NOT_LETTERS = re.compile(r"[\W_]+")
 
 
 def words(text: str, *, numbers: bool = True, compounds: bool = True) -> list[str]:
     """The words of ``text``, lower-cased, punctuation dropped (see the module's docstring)."""
     return _PATTERNS[numbers, compounds].findall(text.lower())
+
+
+def letters(text: str) -> str:
+    """The letters and digits of ``text`` in a row, lower-cased: how a script that does not space
+    its words (Japanese, Chinese) is read, character by character."""
+    return _NOT_LETTERS.sub("", text.lower())
+
+
+# Scripts that do not space their words: CJK ideographs, kana, Thai, Lao, Khmer, Myanmar.
+_UNSPACED = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]"
+)
+
+
+def unspaced(character: str) -> bool:
+    """Whether ``character`` is of a script that does not space its words (Japanese, Chinese, Thai)."""
+    return bool(_UNSPACED.match(character))

@@ -185,3 +185,69 @@ def test_a_json_object_is_never_cut_so_none_of_it_is_spoken():
     chunks = [c for piece in text.split(" ") for c in g.feed(piece + " ")] + g.flush()
     assert "".join(chunks).count("set_timer") == 0 and "minutes" not in " ".join(chunks)
     assert chunks[0] == "Sure."
+
+
+# -- other scripts (issue 33) --------------------------------------------------------------
+
+
+def test_japanese_sentences_end_at_their_full_width_marks():
+    text = "こんにちは。今日はいい天気ですね！散歩に行きましょうか？はい。"
+    assert group(text) == ["こんにちは。", "今日はいい天気ですね！", "散歩に行きましょうか？", "はい。"]
+
+
+def test_chinese_sentences_with_ascii_marks_end_without_a_space():
+    assert group("你好!我是你的助手?好的。") == ["你好!", "我是你的助手?", "好的。"]
+
+
+def test_closing_brackets_stay_with_their_sentence():
+    assert group("彼は「行こう。」と言った。") == ["彼は「行こう。」", "と言った。"]
+
+
+def test_spanish_opening_marks_are_kept():
+    assert group("¿Qué hora es? Son las tres. ¡Qué bien!") == ["¿Qué hora es?", "Son las tres.", "¡Qué bien!"]
+
+
+def test_a_first_chunk_of_unspaced_text_counts_two_characters_as_a_word():
+    # first_clause_min_words=4: a clause of 6 characters or more (1 + 6/2), not a greeting of 2.
+    assert group("你好，我是你的助手。", clause_words=4) == ["你好，我是你的助手。"]
+    assert group("東京は日本の首都で、人口は約千四百万人です。", clause_words=4) == [
+        "東京は日本の首都で、",
+        "人口は約千四百万人です。",
+    ]
+
+
+def test_unspaced_text_without_any_mark_is_cut_between_characters():
+    g = SentenceGrouper(max_chars=20)
+    chunks = g.feed("あ" * 50) + g.flush()
+    assert "".join(chunks) == "あ" * 50 and max(map(len, chunks)) <= 20
+
+
+def test_a_latin_word_in_japanese_is_not_cut_inside():
+    g = SentenceGrouper(max_chars=10)
+    chunks = g.feed("これはPythonistaの本です") + g.flush()
+    assert "".join(chunks) == "これはPythonistaの本です"
+    assert not any(c.endswith("Py") or c.startswith("thon") for c in chunks)
+
+
+_UNSPACED_WORDS = st.sampled_from(
+    "こんにちは 。 、 ！ ？ 「 」 東京 天気 你好 ， 我们 ! ? Python 3.5 です".split()  # noqa: SIM905 - reads best as words
+)
+
+
+@st.composite
+def unspaced_texts_and_splits(draw):
+    text = "".join(draw(st.lists(_UNSPACED_WORDS, min_size=0, max_size=60)))
+    cuts = sorted(draw(st.sets(st.integers(0, max(0, len(text))), max_size=20)))
+    deltas = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return text, deltas
+
+
+@settings(max_examples=300, deadline=None)
+@given(unspaced_texts_and_splits())
+def test_unspaced_text_comes_back_whole_whatever_the_split(case):
+    text, deltas = case
+    g = SentenceGrouper(max_chars=30)
+    chunks = [c for d in deltas for c in g.feed(d)] + g.flush()
+    assert "".join(chunks) == speakable(text)
+    whole = SentenceGrouper(max_chars=30)
+    assert chunks == whole.feed(text) + whole.flush()

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 import pytest
 
-from core.barge_in import BargeInPolicy, _words, echo_similarity
+from core.barge_in import BargeInPolicy, echo_similarity, tokens
 from core.budget import Budget
 from core.commands import (
     CancelResponse,
@@ -662,11 +662,11 @@ def test_the_replys_own_voice_transcribed_with_slips_does_not_cut_it(heard):
     ],
 )
 def test_echo_similarity_against_the_reply(heard, echo):
-    reply = _words(
+    reply = tokens(
         "The two men exchanged their palms and began speaking into each other's lips as they both looked at"
         " each other across the room. The scene is set off by them shaking"
     )
-    assert (echo_similarity(_words(heard), reply) >= BargeInPolicy().min_echo_similarity) is echo
+    assert (echo_similarity(tokens(heard), reply) >= BargeInPolicy().min_echo_similarity) is echo
 
 
 def test_a_stop_word_the_reply_did_not_say_cuts_it_even_among_its_words():

@@ -131,8 +131,6 @@ async def _main(argv: list[str] | None) -> None:
     load = [round(x, 2) for x in os.getloadavg()]
     machine = {"date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "load_average": load}
     configs = {d: (dataclasses.asdict(c) if c else {"hangover_s": 0.5}) for d, c in DETECTORS.items()}
-    for c in configs.values():
-        c.pop("continuation_words", None)
     out = {
         "machine": machine,
         "detectors": configs,

@@ -1,0 +1,223 @@
+"""Languages: what each changes in the rules that read words, and which one a conversation is in (pure).
+
+A :class:`Language` holds what the turn-taking rules need to read a transcript in it: the words
+a sentence that goes on ends with (end of turn), the listener's small words that never take the
+floor (backchannels) and the words that do whatever else was said (stop words), and whether its
+words are spaced (Japanese and Chinese are not: their rules read characters, see
+:mod:`core.words`). English's lists are the ones the rules were measured with
+(``core/end_of_turn.py``, ``core/barge_in.py``); the others are short, common and conservative:
+a word missing from a list only leaves a rule to the models (Smart Turn, the VAD, the LLM's
+sentence-end reading), which are multilingual.
+
+:class:`ConversationLanguage` decides the language of each utterance from Whisper's detection:
+a long enough utterance (or one Whisper is sure of) sets it; a short one ("Sí.") keeps the
+conversation's, since Whisper's guess on a word or two is often a neighbour's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AUTO = "auto"
+
+# English, as the rules were measured with it (end of turn: core/end_of_turn.py; barge-in: core/barge_in.py).
+# A transcript whose last word is one of these has not finished its sentence.
+CONTINUATION_WORDS = frozenset(
+    [
+        # conjunctions
+        "and",
+        "but",
+        "or",
+        "nor",
+        "so",
+        "because",
+        "cause",
+        "if",
+        "unless",
+        "whether",
+        # articles: nothing finished ends on one
+        "the",
+        "a",
+        "an",
+        # fillers: still thinking
+        "um",
+        "uh",
+        "er",
+        "erm",
+    ]
+)
+
+STOP_WORDS = frozenset(
+    [
+        "stop",
+        "wait",
+        "no",
+        "nope",
+        "hold",
+        "pause",
+        "quiet",
+        "enough",
+        "cancel",
+        "hey",
+        "sorry",
+        "excuse",
+        "actually",
+        "but",
+        "shut",
+        "listen",
+    ]
+)
+
+
+BACKCHANNELS = frozenset(
+    [
+        "uh-huh",
+        "mm-hmm",
+        "mhm",
+        "mm",
+        "hmm",
+        "uh",
+        "um",
+        "ah",
+        "oh",
+        "yeah",
+        "yes",
+        "yep",
+        "yup",
+        "ok",
+        "okay",
+        "right",
+        "sure",
+        "alright",
+        "cool",
+        "nice",
+        "wow",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str  # ISO 639-1, as Whisper names it ("en", "es", "ja", "zh")
+    name: str  # in English, as the LLM is told it ("Spanish")
+    spaced: bool = True  # words separated by spaces
+    continuation_words: frozenset[str] = frozenset()  # a transcript ending on one has not finished
+    backchannels: frozenset[str] = frozenset()  # a listener's "yes", "mm": never a barge-in alone
+    stop_words: frozenset[str] = frozenset()  # "stop", "wait": a barge-in whatever else was said
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+ENGLISH = Language("en", "English", True, CONTINUATION_WORDS, BACKCHANNELS, STOP_WORDS)
+
+LANGUAGES: dict[str, Language] = {
+    lang.code: lang
+    for lang in (
+        ENGLISH,
+        Language(
+            "es",
+            "Spanish",
+            continuation_words=_words("y o pero porque que si el la los las un una de del con eh em mmm"),
+            backchannels=_words("sí si ajá aja vale claro ok okay bueno mhm mm ah oh eh ya exacto cierto entiendo"),
+            stop_words=_words("para espera no basta alto oye perdón perdona disculpa pero cállate detente"),
+        ),
+        Language(
+            "fr",
+            "French",
+            continuation_words=_words("et ou mais parce que qui si le la les un une de du des euh donc"),
+            backchannels=_words("oui ouais d'accord ok okay mhm mm ah oh bon voilà exactement super bien"),
+            stop_words=_words("arrête arrêtez attends attendez non stop pardon excuse excusez mais écoute"),
+        ),
+        Language(
+            "de",
+            "German",
+            continuation_words=_words("und oder aber weil dass wenn der die das den dem ein eine einen äh ähm"),
+            backchannels=_words("ja jaja genau okay ok mhm mm ah oh gut klar stimmt richtig"),
+            stop_words=_words("stopp stop halt warte warten nein moment entschuldigung aber hör"),
+        ),
+        Language(
+            "pt",
+            "Portuguese",
+            continuation_words=_words("e ou mas porque que se o a os as um uma de do da com hum"),
+            backchannels=_words("sim é ok okay tá claro certo uhum ah oh beleza isso entendi"),
+            stop_words=_words("para pare espera espere não chega desculpa desculpe mas escuta"),
+        ),
+        Language(
+            "it",
+            "Italian",
+            continuation_words=_words("e o ma perché che se il lo la i gli le un una di del ehm"),
+            backchannels=_words("sì si ok okay certo già esatto bene ah oh mhm"),
+            stop_words=_words("basta aspetta no ferma fermati scusa scusi ma senti"),
+        ),
+        Language(
+            "ja",
+            "Japanese",
+            spaced=False,
+            continuation_words=_words("けど けれど けれども ので のに から し とか えっと えーと あの その"),
+            backchannels=_words("はい うん ええ そう そうですね なるほど へえ ああ はいはい うんうん"),
+            stop_words=_words("ちょっと 待って まって ストップ やめて いいえ いや すみません"),
+        ),
+        Language(
+            "zh",
+            "Chinese",
+            spaced=False,
+            continuation_words=_words("和 跟 或者 但是 可是 因为 所以 然后 如果 那个 就是"),
+            backchannels=_words("嗯 嗯嗯 对 对对 是 是的 好 好的 哦 啊 行"),
+            stop_words=_words("等等 等一下 停 不是 别说了 打住"),
+        ),
+    )
+}
+
+# Whisper's other languages, by name (the LLM is told the name); their rules are the models' alone.
+_NAMES = {
+    "ar": "Arabic", "ca": "Catalan", "cs": "Czech", "da": "Danish", "el": "Greek", "fa": "Persian",
+    "fi": "Finnish", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "ko": "Korean",
+    "ms": "Malay", "nl": "Dutch", "no": "Norwegian", "pl": "Polish", "ro": "Romanian", "ru": "Russian",
+    "sk": "Slovak", "sv": "Swedish", "ta": "Tamil", "th": "Thai", "tl": "Tagalog", "tr": "Turkish",
+    "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "yue": "Cantonese",
+}  # fmt: skip
+_UNSPACED = {"th", "lo", "my", "km", "yue"}
+
+
+def language(code: str) -> Language:
+    """The language of ISO code ``code``; one without lists of its own gets the models' rules alone."""
+    code = code.lower()
+    if code in LANGUAGES:
+        return LANGUAGES[code]
+    return Language(code, _NAMES.get(code, code), spaced=code not in _UNSPACED)
+
+
+@dataclass(frozen=True)
+class LanguageConfig:
+    """``language``: a code holds every utterance to it; ``"auto"`` detects each one's."""
+
+    language: str = "en"
+    # With "auto": speech this long, or a detection this sure, sets the utterance's language;
+    # shorter and less sure keeps the conversation's (Whisper base called "Sí." Portuguese).
+    min_s: float = 1.5
+    sure: float = 0.9
+    start: str = "en"  # the conversation's language before anything was detected
+
+
+class ConversationLanguage:
+    """The language the conversation is in, utterance by utterance."""
+
+    def __init__(self, config: LanguageConfig | None = None) -> None:
+        self.config = config or LanguageConfig()
+        fixed = self.config.language != AUTO
+        self.current = language(self.config.language if fixed else self.config.start)
+
+    @property
+    def fixed(self) -> bool:
+        return self.config.language != AUTO
+
+    def heard(self, detected: str | None, probability: float, speech_s: float) -> Language:
+        """The language of an utterance of ``speech_s`` seconds that Whisper took for ``detected``
+        with ``probability`` (None: no detection); it becomes the conversation's."""
+        if self.fixed or detected is None:
+            return self.current
+        if speech_s >= self.config.min_s or probability >= self.config.sure:
+            self.current = language(detected)
+        return self.current
