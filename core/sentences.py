@@ -183,6 +183,8 @@ class SentenceGrouper:
         i = 0
         n = len(buf)
         while i < n:
+            if i == self.max_chars and (cut := self._cut_long(last_space)) is not None:
+                return cut  # as far as max_chars, whatever comes after: the same cut for any split
             c = buf[i]
             if c in "[({":
                 depth += 1
@@ -233,14 +235,15 @@ class SentenceGrouper:
             ):
                 return self._after_whitespace(i + 1)
             i += 1
-        if n > self.max_chars:
-            if last_space > 0:
-                return self._after_whitespace(last_space)
-            # No space at all: unspaced text may be cut between any two of its characters.
-            cut = next((k for k in range(self.max_chars, 0, -1) if unspaced(buf[k - 1]) or unspaced(buf[k])), None)
-            if cut is not None:
-                return cut
         return None
+
+    def _cut_long(self, last_space: int) -> int | None:
+        """Where to cut a chunk that reached ``max_chars`` with no boundary: after its last
+        whitespace, else between two characters of unspaced text; None: inside one long word."""
+        if last_space > 0:
+            return self._after_whitespace(last_space)
+        buf = self._buf
+        return next((k for k in range(self.max_chars, 0, -1) if unspaced(buf[k - 1]) or unspaced(buf[k])), None)
 
     def _after_whitespace(self, i: int) -> int:
         """Cut after the whitespace run that starts at ``i``."""
