@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.words import join_words
+
 
 @dataclass(frozen=True)
 class Word:
@@ -72,8 +74,9 @@ class PlaybackLedger:
         return heard
 
     def heard_text(self, played: int | None = None) -> str:
-        return " ".join(self.heard_words(played))
+        """The words heard by sample ``played``, as text (Japanese and Chinese characters unspaced)."""
+        return join_words(self.heard_words(played))
 
     def spoken_text(self) -> str:
         """Everything synthesized for this reply, chunk texts joined."""
-        return " ".join(c.text for c in self.chunks)
+        return join_words([c.text for c in self.chunks])

@@ -53,3 +53,22 @@ _UNSPACED = re.compile(
 def unspaced(character: str) -> bool:
     """Whether ``character`` is of a script that does not space its words (Japanese, Chinese, Thai)."""
     return bool(_UNSPACED.match(character))
+
+
+_CLOSING_MARKS = "。、，！？；：」』）】"
+
+
+def join_words(parts: list[str]) -> str:
+    """``parts`` (words, characters, chunks) as one text: a space between them, except where the
+    script does not space its words (between two characters of Japanese or Chinese, or before
+    their punctuation), so that a reply cut by characters reads as it was written."""
+    out = ""
+    for part in parts:
+        if not part:
+            continue
+        if out and not (
+            (unspaced(out[-1]) or out[-1] in _CLOSING_MARKS) and (unspaced(part[0]) or part[0] in _CLOSING_MARKS)
+        ):
+            out += " "
+        out += part
+    return out

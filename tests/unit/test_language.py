@@ -119,3 +119,24 @@ def test_two_characters_of_an_unspaced_script_count_as_one_word():
     assert not BargeInPolicy().interrupts("はい、今", language=ja)  # a backchannel and half a word
     assert not BargeInPolicy().interrupts("今何時", language=ja)  # a word and a half
     assert BargeInPolicy().interrupts("今何時です", language=ja)  # two and a half
+
+
+# -- what was heard, as text ----------------------------------------------------------------------
+
+
+def test_heard_characters_of_japanese_are_joined_without_spaces():
+    from core.ledger import PlaybackLedger, Word
+
+    ledger = PlaybackLedger()
+    ledger.add_chunk("こんにちは。", 600, [Word(c, 100 * (i + 1)) for i, c in enumerate("こんにちは。")])
+    ledger.add_chunk("元気ですか？", 600, [Word(c, 100 * (i + 1)) for i, c in enumerate("元気ですか？")])
+    assert ledger.heard_text(740) == "こんにちは。元"  # 気 is 40 of its 100 samples in
+    assert ledger.spoken_text() == "こんにちは。元気ですか？"
+
+
+def test_words_of_spaced_languages_keep_their_spaces():
+    from core.words import join_words
+
+    assert join_words(["Hello", "there."]) == "Hello there."
+    assert join_words(["Son", "las", "tres."]) == "Son las tres."
+    assert join_words(["東京", "Tower", "です"]) == "東京 Tower です"
