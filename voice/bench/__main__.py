@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "the first token over a 50-turn conversation: the prefix cache, and trimming to the context",
     ),
     "asr": ("voice.bench.asr", "Whisper's final pass: the full 30 s window against the short window"),
+    "languages": ("voice.bench.languages", "other languages: Whisper's language ID and error rates, detecting or held"),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),
