@@ -44,6 +44,13 @@ AUTO = "auto"  # detect the language of each call
 _PREVIOUS_TEXT = {"zh": " 以下是普通话的句子。"}
 
 
+def known_language(code: str) -> bool:
+    """Whether ``code`` is ``"auto"`` or a language Whisper transcribes."""
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    return code == AUTO or code in _LANGUAGE_CODES
+
+
 def pick_device(device: str) -> tuple[str, str]:
     if device != "auto":
         return device, "float16" if device == "cuda" else "int8"

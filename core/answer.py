@@ -17,6 +17,7 @@ from core.commands import Command, Emit, StartResponse, TranscribeFinal
 from core.events import AsrFinal, ResponseStart, SpeechEnd, SpeechStart
 from core.floor import Floor, State
 from core.history import Turn
+from core.language import Detected
 from core.over_reply import OverReply
 from core.reply import Reply
 from core.reply_flow import ReplyFlow
@@ -71,8 +72,17 @@ class Answering:
         self._early = EarlyFinal(f.utterance, end)
         return [TranscribeFinal(f.utterance, f.onset, end, early=True, over_reply=f.over_reply())]
 
-    def early_transcript(self, utterance: int, end: float, text: str, t: float, no_speech_prob: float) -> list[Command]:
-        """The answer of an early final pass: the final if the endpoint came, else a speculative start."""
+    def early_transcript(
+        self,
+        utterance: int,
+        end: float,
+        text: str,
+        t: float,
+        no_speech_prob: float,
+        heard: Detected | None = None,
+    ) -> list[Command]:
+        """The answer of an early final pass: the final if the endpoint came, else a speculative start
+        (asked in the language its words are in: ``heard``)."""
         early = self._early
         if early is None or early.utterance != utterance or early.end != end:
             return []
@@ -81,8 +91,10 @@ class Answering:
             return []
         if early.ended:
             self._early = None
-            return self.transcript_final(utterance, text, self.floor.onset, end, t, no_speech_prob)
-        early.text, early.no_speech_prob = text, no_speech_prob
+            return self.transcript_final(utterance, text, self.floor.onset, end, t, no_speech_prob, heard)
+        early.text, early.no_speech_prob, early.heard = text, no_speech_prob, heard
+        if text.strip():
+            self.floor.language.heard(heard, end - self.floor.onset)
         spec = self.spec.reply
         if spec is not None and spec.provisional and (spec.utterance, spec.end) == (utterance, end):
             if same_words(spec.user_text, text):
@@ -149,27 +161,49 @@ class Answering:
                 early.ended = True  # its answer will be the final
                 return out
             self._early = None
-            return out + self.transcript_final(f.utterance, early.text, f.onset, end, t, early.no_speech_prob)
+            return out + self.transcript_final(
+                f.utterance,
+                early.text,
+                f.onset,
+                end,
+                t,
+                early.no_speech_prob,
+                early.heard,
+            )
         return [*out, TranscribeFinal(f.utterance, f.onset, end, over_reply=f.over_reply())]
 
     def transcript_final(
-        self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float
+        self,
+        utterance: int,
+        text: str,
+        onset: float,
+        end: float,
+        t: float,
+        no_speech_prob: float,
+        heard: Detected | None = None,
     ) -> list[Command]:
-        """The ASR final for an utterance: judged if over the reply, else answered (or kept waiting)."""
+        """The ASR final for an utterance: judged if over the reply, else answered (or kept waiting).
+        Its language (``heard``: as Whisper detected it) becomes the conversation's, unless the
+        utterance is too short to tell (core/language.py)."""
         f = self.floor
         over = self.over
         f.transcribing.discard(utterance)
         # Speech that cut the reply by its words is kept, even should the final pass find none.
         text = text.strip() or over.cut_by.get(utterance, "")
         over.cut_by.pop(utterance, None)
-        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance))]
+        if text:
+            f.language.heard(heard, end - onset)
+        said_in = f.language.reported
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=utterance, language=said_in))]
         spec = self.spec.reply
         if spec is not None and spec.utterance == utterance and not same_words(spec.user_text, text):
             out += self.spec.discard(t, "transcript")
         level, background = self._levels.pop(utterance, (None, None))
         hold = f.hold
         if hold is not None and hold.utterance == utterance:
-            if over.policy.interrupts(text, hold.echo, no_speech_prob, level, over.user_level_db, background):
+            if over.policy.interrupts(
+                text, hold.echo, no_speech_prob, level, over.user_level_db, background, f.language.current
+            ):
                 out += over.barge_in(t, reason="words")
             else:
                 return out + over.resume(t, text, reason="backchannel" if text else "noise")
@@ -191,7 +225,7 @@ class Answering:
         if not text:
             return []
         self._typed -= 1
-        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=self._typed))]
+        out: list[Command] = [Emit(AsrFinal(t, text=text, utterance=self._typed, language=f.language.reported))]
         if f.response is not None or f.user_speaking or f.transcribing:
             f.waiting.append((self._typed, text, t, t))  # answered with the next turn
             return out
@@ -209,8 +243,16 @@ class Answering:
         return out
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        """The LLM request that answers ``text``: the conversation so far, then it."""
-        return [*self.floor.history.messages(self.system_prompt), {"role": "user", "content": text}]
+        """The LLM request that answers ``text``: the conversation so far, then it. In a language
+        other than English the system prompt says which, and that the answer is in it: the reply
+        follows the person's last utterance (the messages differ, so a speculation started in
+        another language is not committed)."""
+        prompt = self.system_prompt
+        language = self.floor.language.current
+        if language.code != "en":
+            said = f"The person speaks {language.name}: always answer in {language.name}."
+            prompt = f"{prompt} {said}" if prompt else said
+        return [*self.floor.history.messages(prompt), {"role": "user", "content": text}]
 
     def answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
         """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
@@ -233,7 +275,7 @@ class Answering:
         for _, said, said_onset, said_end in waiting:
             f.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
         messages = self.messages(text)
-        f.history.add(Turn("user", text, t_start=onset, t_end=end))
+        f.history.add(Turn("user", text, t_start=onset, t_end=end, extra=self._said_in()))
         answered = " ".join([*(w[1] for w in waiting), text])
         r = f.response = self.flow.new_response(answered, t)
         r.messages = messages
@@ -263,9 +305,14 @@ class Answering:
     def commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
         """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
         f = self.floor
-        f.history.add(Turn("user", r.user_text, t_start=onset, t_end=end))
+        f.history.add(Turn("user", r.user_text, t_start=onset, t_end=end, extra=self._said_in()))
         out = self.spec.commit(t)
         f.response = r
         f.state = State.THINKING
         out += self.tool_rounds.run_held(r, t)  # its calls run now that it is the reply
         return out + self.tool_rounds.next_round(r, t) + self.flow.maybe_finish(r, t)
+
+    def _said_in(self) -> dict[str, str]:
+        """What a stored turn of the person's keeps of its language (nothing while held to English)."""
+        code = self.floor.language.reported
+        return {"language": code} if code else {}

@@ -162,6 +162,8 @@ class AsrFinal(Event):
     type: ClassVar[str] = "asr_final"
     text: str
     utterance: int
+    # The utterance's language (an ISO code); left out while the conversation is held to English.
+    language: str | None = optional()
 
 
 @dataclass(frozen=True)

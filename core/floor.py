@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field
 
 from core.history import History
+from core.language import ConversationLanguage
 from core.reply import Hold, Reply
 
 
@@ -38,6 +39,7 @@ class Floor:
     hold: Hold | None = None  # the reply paused while speech over it is judged
     waiting: list[tuple[int, str, float, float]] = field(default_factory=list)  # finals not yet answered
     transcribing: set[int] = field(default_factory=set)  # utterances whose final is on its way
+    language: ConversationLanguage = field(default_factory=ConversationLanguage)  # what the person speaks
 
     def over_reply(self) -> bool:
         """The current utterance is speech over the reply (it holds it)."""

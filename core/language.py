@@ -190,6 +190,14 @@ def language(code: str) -> Language:
 
 
 @dataclass(frozen=True)
+class Detected:
+    """The language Whisper heard an utterance in, and how sure it was (0-1)."""
+
+    code: str
+    probability: float
+
+
+@dataclass(frozen=True)
 class LanguageConfig:
     """``language``: a code holds every utterance to it; ``"auto"`` detects each one's."""
 
@@ -213,11 +221,16 @@ class ConversationLanguage:
     def fixed(self) -> bool:
         return self.config.language != AUTO
 
-    def heard(self, detected: str | None, probability: float, speech_s: float) -> Language:
+    @property
+    def reported(self) -> str | None:
+        """The language events and stored turns carry: None while held to English (as before)."""
+        return None if self.config.language == "en" else self.current.code
+
+    def heard(self, detected: Detected | None, speech_s: float) -> Language:
         """The language of an utterance of ``speech_s`` seconds that Whisper took for ``detected``
-        with ``probability`` (None: no detection); it becomes the conversation's."""
+        (None: no detection); it becomes the conversation's."""
         if self.fixed or detected is None:
             return self.current
-        if speech_s >= self.config.min_s or probability >= self.config.sure:
-            self.current = language(detected)
+        if speech_s >= self.config.min_s or detected.probability >= self.config.sure:
+            self.current = language(detected.code)
         return self.current

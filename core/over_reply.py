@@ -110,7 +110,10 @@ class OverReply:
             background_db=background_db,
         )
         out: list[Command] = [Emit(check)]
-        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db):
+        language = self.floor.language.current
+        if self.policy.interrupts(
+            text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db, language
+        ):
             self.cut_by[utterance] = text
             out += self.barge_in(t, reason="words")
         return out

@@ -49,6 +49,7 @@ from core.events import (
     SpeculativeStart,
     TtsChunk,
 )
+from core.language import Detected
 from core.reply import Reply
 
 
@@ -60,6 +61,7 @@ class EarlyFinal:
     end: float
     text: str | None = None  # None while it runs
     no_speech_prob: float = 0.0
+    heard: Detected | None = None  # the language Whisper heard it in (None: not detected)
     stale: bool = False  # the person went on speaking: its audio is not the whole utterance
     ended: bool = False  # the endpoint came while it ran: its answer is the final
 

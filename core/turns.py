@@ -59,6 +59,7 @@ from core.events import BargeInReason
 from core.floor import Floor, State
 from core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from core.history import History, ToolStatus
+from core.language import ConversationLanguage, Detected, LanguageConfig
 from core.ledger import Word
 from core.over_reply import OverReply
 from core.reply import Reply
@@ -86,6 +87,7 @@ class Conversation:
         max_tool_rounds: int = 1,
         filler: str | None = "One moment.",
         filler_delay_s: float = 1.0,
+        language: LanguageConfig | None = None,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
@@ -95,8 +97,9 @@ class Conversation:
         (None: the reply starts at the endpoint); see the module's docstring.
         ``tools``: the specs of the tools offered to the model (None: none); a reply
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
-        ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never)."""
-        self._floor = Floor(history if history is not None else History())
+        ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never).
+        ``language``: the language spoken, held or detected utterance by utterance (None: English)."""
+        self._floor = Floor(history if history is not None else History(), language=ConversationLanguage(language))
         self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
         self._spec = Speculation(speculation)
         heard_replies = HeardReplies(self._floor.history, output_rate)
@@ -220,10 +223,16 @@ class Conversation:
         return self._turn.speech_paused(end, silence_s, t)
 
     def early_transcript(
-        self, utterance: int, end: float, text: str, t: float, no_speech_prob: float = 0.0
+        self,
+        utterance: int,
+        end: float,
+        text: str,
+        t: float,
+        no_speech_prob: float = 0.0,
+        heard: Detected | None = None,
     ) -> list[Command]:
-        """The answer of an early final pass (a ``TranscribeFinal(early=True)``)."""
-        return self._turn.early_transcript(utterance, end, text, t, no_speech_prob)
+        """The answer of an early final pass (a ``TranscribeFinal(early=True)``); ``heard``: its language."""
+        return self._turn.early_transcript(utterance, end, text, t, no_speech_prob, heard)
 
     def closing_partial(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
         """The partial model's words for all the speech up to ``end``, heard at the start of the
@@ -262,10 +271,22 @@ class Conversation:
         return self._turn.speech_ended(end, t, level_db, background_db)
 
     def transcript_final(
-        self, utterance: int, text: str, onset: float, end: float, t: float, no_speech_prob: float = 0.0
+        self,
+        utterance: int,
+        text: str,
+        onset: float,
+        end: float,
+        t: float,
+        no_speech_prob: float = 0.0,
+        heard: Detected | None = None,
     ) -> list[Command]:
-        """The ASR final for an utterance; empty text means it held no words."""
-        return self._turn.transcript_final(utterance, text, onset, end, t, no_speech_prob)
+        """The ASR final for an utterance; empty text means it held no words. ``heard``: its language."""
+        return self._turn.transcript_final(utterance, text, onset, end, t, no_speech_prob, heard)
+
+    @property
+    def language(self) -> ConversationLanguage:
+        """The language the conversation is in (the last utterance's, or the one it is held to)."""
+        return self._floor.language
 
     def user_text(self, text: str, t: float) -> list[Command]:
         """The client typed ``text`` (Realtime's user message item): a turn of the person's, answered

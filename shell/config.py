@@ -9,6 +9,7 @@ from core.barge_in import BargeInPolicy
 from core.call import CallConfig
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
+from core.language import LanguageConfig
 from core.partials import PartialConfig
 
 
@@ -19,6 +20,9 @@ class SessionConfig:
         "sentences of plain text, with no lists, markdown or emoji."
     )
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    # The language spoken: held to one ("en", "es"...), or "auto": Whisper detects each utterance's
+    # and the reply follows the last one (core/language.py).
+    language: LanguageConfig = field(default_factory=LanguageConfig)
     # The end-of-turn model decides when the person's turn is over, and silence alone
     # only after its max_wait_s (None: silence alone, endpoint.hangover_s, as before it;
     # --turn-detector silence). The engines must have the model loaded (EngineConfig.smart_turn).

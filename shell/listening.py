@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from asr.echo import EchoCanceller, LinearEchoCanceller
-from asr.whisper import Transcript
+from asr.whisper import AUTO, Transcript
 from core.commands import CheckInterruption, Command, TranscribeFinal
 from core.events import AsrPartial, Event
 from core.hearing import Heard, Hearing, PartialDue
+from core.language import Detected
 from core.partials import PartialPolicy
 from core.turns import Conversation
 from shell.clock import Clock
@@ -93,7 +94,12 @@ class Listening:
     # -- partials ----------------------------------------------------------------
 
     def partial(self, due: PartialDue) -> None:
-        """A partial pass is due: it runs on the audio heard so far."""
+        """A partial pass is due: it runs on the audio heard so far (not where an English-only
+        model would hear another language: it would write English words that were never said)."""
+        partial = self.engines.asr_partial
+        if partial is not None and not partial.multilingual and self.conversation.language.current.code != "en":
+            self.hearing.partial_finished(due.policy, None)
+            return
         audio = self.audio.utterance(due.onset, self.audio.end)
         self._work.spawn(self._transcribe_partial(due.policy, audio, due.end, self.conversation.utterance))
 
@@ -138,7 +144,9 @@ class Listening:
 
     async def _check_interruption(self, cmd: CheckInterruption) -> None:
         audio = self.audio.over_reply(cmd.onset, cmd.t)
-        recognize = functools.partial(self.engines.asr_final.recognize, full_window=self._check_full_window)
+        recognize = functools.partial(
+            self.engines.asr_final.recognize, full_window=self._check_full_window, language=self._language(detect=False)
+        )
         try:
             heard = await self._work.in_thread(Serves.INTERRUPTION, self.engines.final_executor, recognize, audio)
         except Exception as e:  # undecided: the final transcript decides instead
@@ -160,7 +168,9 @@ class Listening:
         began_over_reply = cmd.over_reply or self.audio.onset[0] == cmd.onset
         audio = self.audio.over_reply(cmd.onset, end) if began_over_reply else self.audio.utterance(cmd.onset, end)
         # Over the reply, Whisper's full window: on a short one it invents more words in noise.
-        recognize = functools.partial(self.engines.asr_final.recognize, full_window=cmd.over_reply)
+        recognize = functools.partial(
+            self.engines.asr_final.recognize, full_window=cmd.over_reply, language=self._language(detect=True)
+        )
         try:
             heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)
         except Exception as e:
@@ -176,9 +186,10 @@ class Listening:
             def speculate() -> None:
                 self._run(
                     self.conversation.early_transcript(
-                        cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob
+                        cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob, _detected(heard)
                     )
                 )
+                self._follow_language()
 
             await self._weigh(cmd.utterance, heard.text, cmd.end, speculate)
             return
@@ -190,5 +201,28 @@ class Listening:
                 cmd.end,
                 self.clock.now(),
                 heard.no_speech_prob,
+                _detected(heard),
             )
         )
+        self._follow_language()
+
+    def _language(self, detect: bool) -> str:
+        """What a Whisper pass is held to: the conversation's language, or ``"auto"`` where each
+        utterance's is detected (``detect``: a final pass; a check over the reply keeps the
+        conversation's, as the person's words over a reply are short)."""
+        language = self.conversation.language
+        if language.fixed:
+            return language.config.language
+        return AUTO if detect else language.current.code
+
+    def _follow_language(self) -> None:
+        """The end of the turn reads the next transcripts in the conversation's language."""
+        if self.hearing.end_of_turn is not None:
+            self.hearing.end_of_turn.language = self.conversation.language.current
+
+
+def _detected(heard: Transcript) -> Detected | None:
+    """The language Whisper detected (None: it was given one)."""
+    if heard.language_probability is None:
+        return None
+    return Detected(heard.language, heard.language_probability)

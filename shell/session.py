@@ -133,6 +133,7 @@ class Session:
             max_tool_rounds=cfg.max_tool_rounds,
             filler=cfg.filler,
             filler_delay_s=cfg.filler_delay_s,
+            language=cfg.language,
         )
         if cfg.end_of_turn is not None and engines.smart_turn is None:
             raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")

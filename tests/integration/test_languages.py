@@ -7,6 +7,9 @@ import csv
 
 import pytest
 
+from core.events import AsrFinal
+from core.language import LanguageConfig
+from shell.config import SessionConfig
 from tests.conftest import FIXTURES
 from transport.files import load_audio
 from voice.bench.scoring import error_rate
@@ -37,3 +40,18 @@ async def test_a_held_language_is_not_detected(engines):
     (es,) = [r for r in RECORDINGS if r["file"] == "es_fleurs_test_es006.wav"]
     heard = engines.asr_final.recognize(load_audio(LANGUAGE_FIXTURES / es["file"]))  # the default: English
     assert heard.language == "en" and heard.language_probability is None
+
+
+async def test_a_spanish_turn_is_heard_as_spanish_and_the_model_asked_in_spanish(engines, replay_run):
+    """`--language auto` on the real engines, virtual time: the turn, its event and the stored
+    turn carry Spanish, and the model is told to answer in it (the embedded default model here
+    is SmolLM2; `voice.run` takes Qwen for other languages, which answers in Spanish)."""
+    config = SessionConfig(language=LanguageConfig(language="auto"))
+    run = await replay_run(engines, LANGUAGE_FIXTURES / "es_fleurs_test_es006.wav", config=config)
+    assert run.errors == []
+    (final,) = [e for e in run.of(AsrFinal) if e.text]
+    assert final.language == "es"
+    assert error_rate("los luchadores compañeros de luna también le rindieron homenaje", final.text, "es") <= 0.2
+    (user,) = [t for t in run.transcript if t["role"] == "user"]
+    assert user["language"] == "es"
+    assert [t["role"] for t in run.transcript] == ["user", "assistant"]

@@ -42,20 +42,31 @@ class StandInVAD:
 
 
 class StandInRecognizer:
-    """Hears a tone's pitch as words: ``{300: "what time is it"}``; silence is no words."""
+    """Hears a tone's pitch as words: ``{300: "what time is it"}``; silence is no words. Asked to
+    detect the language (``language="auto"``), it names the one ``languages`` gives the words, as
+    sure as it says (English, sure, if none); ``multilingual``: whether it may be asked to."""
 
-    def __init__(self, words_by_hz: dict[int, str]) -> None:
+    def __init__(self, words_by_hz: dict[int, str], languages: dict[str, tuple[str, float]] | None = None) -> None:
         self.words_by_hz = words_by_hz
+        self.languages = languages or {}
+        self.multilingual = bool(languages)
         self.calls: list[tuple[float, bool]] = []  # (audio seconds, full_window) per call
+        self.languages_asked: list[str | None] = []  # each call's language
 
-    def recognize(self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False) -> Transcript:
+    def recognize(
+        self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False, language: str | None = None
+    ) -> Transcript:
         self.calls.append((len(audio) / ASR_RATE, full_window))
+        self.languages_asked.append(language)
         if not len(audio) or float(np.mean(audio**2)) < 1e-6:
             return Transcript("", 0.9)
         spectrum = np.abs(np.fft.rfft(audio))
         hz = float(np.argmax(spectrum)) * ASR_RATE / len(audio)
-        nearest = min(self.words_by_hz, key=lambda k: abs(k - hz))
-        return Transcript(self.words_by_hz[nearest], 0.0)
+        words = self.words_by_hz[min(self.words_by_hz, key=lambda k: abs(k - hz))]
+        if language == "auto":
+            code, probability = self.languages.get(words, ("en", 0.99))
+            return Transcript(words, 0.0, code, probability)
+        return Transcript(words, 0.0, language or "en")
 
     def transcribe(self, audio: np.ndarray, beam_size: int = 1) -> str:
         return self.recognize(audio).text

@@ -7,7 +7,7 @@ import pytest
 
 from core.barge_in import BargeInPolicy, tokens
 from core.end_of_turn import trails_off
-from core.language import ENGLISH, LANGUAGES, ConversationLanguage, LanguageConfig, language
+from core.language import ENGLISH, LANGUAGES, ConversationLanguage, Detected, LanguageConfig, language
 from core.words import letters, unspaced, words
 
 # -- which language -----------------------------------------------------------------------
@@ -15,26 +15,26 @@ from core.words import letters, unspaced, words
 
 def test_a_fixed_language_holds_whatever_is_detected():
     conv = ConversationLanguage(LanguageConfig(language="es"))
-    assert conv.heard("en", 0.99, 5.0).code == "es"
+    assert conv.heard(Detected("en", 0.99), 5.0).code == "es"
 
 
 def test_auto_takes_the_language_of_a_long_enough_utterance():
     conv = ConversationLanguage(LanguageConfig(language="auto"))
     assert conv.current is ENGLISH
-    assert conv.heard("es", 0.7, 2.0).code == "es"
+    assert conv.heard(Detected("es", 0.7), 2.0).code == "es"
     assert conv.current.code == "es"
 
 
 def test_a_short_utterance_keeps_the_conversations_language_unless_whisper_is_sure():
     conv = ConversationLanguage(LanguageConfig(language="auto"))
-    conv.heard("es", 0.95, 3.0)
-    assert conv.heard("pt", 0.6, 0.5).code == "es"  # "Sí." taken for Portuguese
-    assert conv.heard("en", 0.97, 0.6).code == "en"  # "Okay, thanks." and Whisper is sure
+    conv.heard(Detected("es", 0.95), 3.0)
+    assert conv.heard(Detected("pt", 0.6), 0.5).code == "es"  # "Sí." taken for Portuguese
+    assert conv.heard(Detected("en", 0.97), 0.6).code == "en"  # "Okay, thanks." and Whisper is sure
 
 
 def test_no_detection_keeps_the_language():
     conv = ConversationLanguage(LanguageConfig(language="auto", start="fr"))
-    assert conv.heard(None, 0.0, 4.0).code == "fr"
+    assert conv.heard(None, 4.0).code == "fr"
 
 
 def test_every_language_has_a_name_and_unknown_codes_get_the_models_rules_alone():

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from asr.whisper import known_language
 from core.events import (
     AsrFinal,
     Backchannel,
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             return fail(str(e))
     if args.early_final_ms <= 0:
         return fail("--early-final-ms must be positive (--no-early-final: none)")
+    if not known_language(args.language):
+        return fail(f"--language {args.language}: not a language Whisper knows (a code such as en, es, ja; or auto)")
     try:
         end_of_turn = end_of_turn_config(args)
     except ValueError as e:
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             tools = load_tools(args.tools)
         except ToolDefinitionError as e:
             return fail(f"--tools: {e}")
-    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools else "smollm2-135m")
+    # SmolLM2-135M answers in English only; Qwen2.5-Coder-0.5B in the person's language too.
+    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools or args.language != "en" else "smollm2-135m")
     if tools and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
         return fail(
             f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"

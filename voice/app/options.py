@@ -22,6 +22,7 @@ from core.barge_in import BargeInPolicy
 from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
+from core.language import LanguageConfig
 from llm.base import GenerationConfig
 from shell.config import SessionConfig
 from shell.engines import EngineConfig
@@ -207,6 +208,13 @@ OPTIONS: tuple[Option, ...] = (
         help="start the reply at the endpoint, not on the early final before it (unheard until the endpoint)",
     ),
     value("--output-rate", EngineConfig, "output_rate", type=int, help="reply audio sample rate"),
+    value(
+        "--language",
+        LanguageConfig,
+        "language",
+        help="the language spoken: a code (en, es, fr, de, ja, zh...) holds every utterance to it; auto detects"
+        " each one's and the reply follows the last (Whisper base)",
+    ),
     value("--vad-threshold", EndpointConfig, "threshold", type=float),
     ms(
         "--min-speech-ms",

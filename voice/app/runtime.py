@@ -16,6 +16,7 @@ from core.barge_in import BargeInPolicy
 from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
+from core.language import LanguageConfig
 from llm.base import GenerationConfig
 from shell.clock import Clock
 from shell.config import SessionConfig
@@ -88,6 +89,7 @@ def session_config(args: argparse.Namespace, end_of_turn: EndOfTurnConfig | None
         args,
         SessionConfig,
         endpoint=configure(args, EndpointConfig),
+        language=configure(args, LanguageConfig),
         end_of_turn=end_of_turn,
         barge_in=configure(args, BargeInPolicy),
         **given,
