@@ -211,7 +211,7 @@ PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
     SpeechStart: ("speech_start", ("utterance", "onset")),
     SpeechEnd: ("speech_end", ("utterance", "end")),
     AsrPartial: ("transcript_partial", ("text", "stable")),
-    AsrFinal: ("transcript_final", ("utterance", "text")),
+    AsrFinal: ("transcript_final", ("utterance", "text", "language?")),
     # A reply started before the endpoint: never played unless committed (then response_start follows).
     SpeculativeStart: ("speculative_start", ("response", "utterance")),
     SpeculativeCommit: ("speculative_commit", ("response",)),
@@ -316,7 +316,11 @@ class VoiceProtocol:
         if public is None:
             return []
         name, fields = public
-        out = {"type": name, "t": event.t} | {f: getattr(event, f) for f in fields}
+        out: dict[str, Any] = {"type": name, "t": event.t}
+        for f in fields:  # "name?": sent only when it has a value
+            value = getattr(event, f.rstrip("?"))
+            if not f.endswith("?") or value is not None:
+                out[f.rstrip("?")] = value
         return [send_json(out)]
 
     def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
