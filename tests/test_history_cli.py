@@ -322,3 +322,17 @@ def test_a_phone_call_is_shown_with_its_caller(tmp_path):
     exported = json.loads(history("export", SID[:6], "--format", "json", env=env).stdout)
     assert exported["sessions"][0]["meta"] == meta
     assert "A twilio call from +15550199." in history("export", SID[:6], "--format", "md", env=env).stdout
+
+
+def test_a_turn_heard_in_another_language_is_shown_with_it(tmp_path):
+    path = tmp_path / "languages.db"
+    with ConversationStore.open(path) as s:
+        s.create_session(SID)
+        s.add_turn(SID, Turn("user", "¿Qué hora es?", t_start=0.4, t_end=1.6, extra={"language": "es"}))
+        s.add_turn(SID, Turn("assistant", "Son las doce.", t_start=2.1, t_end=3.0, response=1))
+    shown = history("show", SID[:6], env={"VOICE_DB": str(path)})
+    assert shown.returncode == 0, shown.stderr
+    assert "user       [es] ¿Qué hora es?" in shown.stdout
+    assert "assistant  Son las doce." in shown.stdout
+    exported = history("export", SID[:6], "--format", "json", env={"VOICE_DB": str(path)})
+    assert json.loads(exported.stdout)["sessions"][0]["turns"][0]["extra"] == {"language": "es"}

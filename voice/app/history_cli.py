@@ -125,6 +125,8 @@ def _show(session: SessionRecord, turns: list[StoredTurn]) -> str:
         head = f"{wall}  {span}  {t.role:<9}  " if wall_width else f"{span}  {t.role:<9}  "
         pad = " " * len(head)
         text = t.text
+        if t.extra.get("language"):  # the language it was heard in (sessions not held to English)
+            text = f"[{t.extra['language']}] {text}"
         if t.tool is not None:
             c = t.tool
             text = f"{c.name}({c.arguments}) -> {c.status} in {c.duration_s:.2f} s: {t.text}"
