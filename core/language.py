@@ -16,6 +16,7 @@ conversation's, since Whisper's guess on a word or two is often a neighbour's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 AUTO = "auto"
@@ -220,6 +221,12 @@ class ConversationLanguage:
     @property
     def fixed(self) -> bool:
         return self.config.language != AUTO
+
+    def hold(self, code: str) -> None:
+        """From now on the conversation is in ``code`` (``"auto"``: detected again, from the current)."""
+        self.config = dataclasses.replace(self.config, language=code)
+        if self.fixed:
+            self.current = language(code)
 
     @property
     def reported(self) -> str | None:

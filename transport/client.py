@@ -93,6 +93,7 @@ async def talk(
     headers: dict[str, str] | None = None,
     interrupt: tuple[np.ndarray, float] | None = None,
     resume: str | None = None,
+    language: str | None = None,
 ) -> ClientResult:
     """Say ``audio`` (mono float32 at ``rate``) to the server at ``url`` and listen to the answer.
 
@@ -110,6 +111,8 @@ async def talk(
         hello: dict[str, Any] = {"type": "hello", "sample_rate": rate, "acks": acks}
         if resume is not None:
             hello["session"] = resume
+        if language is not None:
+            hello["language"] = language
         await ws.send(json.dumps(hello))
         while (ready := json.loads(await ws.recv())).get("type") == "error":
             result.events.append(ready)  # unknown_session etc.: said, and a new conversation started

@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from core.audio import ASR_RATE
 from core.events import Event
 from core.history import History
+from core.language import LanguageConfig
 from shell.clock import MonotonicClock
 from shell.pump import Pump
 from shell.session import Session
@@ -217,6 +218,8 @@ class Connection:
                 self.session.set_client_tools(list(cfg.tools))
             if cfg.input_rate != self._input_rate:  # Realtime's audio/pcmu: 8 kHz from now on
                 self._set_input_rate(cfg.input_rate)
+            if cfg.language is not None:  # Realtime's transcription language: the next utterances'
+                self.session.conversation.language.hold(cfg.language)
             return
         session_cfg = self.server.config.session
         # WebRTC: the browser cancels the echo, with the speaker's real signal (which the server never sees).
@@ -224,6 +227,8 @@ class Connection:
         session_cfg = dataclasses.replace(session_cfg, echo_cancel=echo_cancel)
         if cfg.instructions is not None:
             session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
+        if cfg.language is not None:  # the client's word on what its person speaks
+            session_cfg = dataclasses.replace(session_cfg, language=LanguageConfig(language=cfg.language))
         if cfg.call:
             session_cfg = dataclasses.replace(session_cfg, call=self.server.config.call)
         history = None

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
+from asr.whisper import known_language
 from core.events import (
     AsrFinal,
     AsrPartial,
@@ -84,6 +85,7 @@ class Configure:
     # (the caller, the call's ids) is kept with the stored conversation.
     call: bool = False
     meta: dict[str, Any] | None = None
+    language: str | None = None  # the language spoken: a code, or "auto" (None: the server's --language)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ class HelloMessage(msgspec.Struct, frozen=True):
     echo_cancel: bool = True
     lead_ms: float | msgspec.UnsetType = msgspec.UNSET  # its range is the server's Limits
     session: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    language: Annotated[str, msgspec.Meta(min_length=2, max_length=4)] | None = None
 
 
 class PlayedMessage(msgspec.Struct, frozen=True):
@@ -284,7 +287,12 @@ class VoiceProtocol:
         lead_ms = m.lead_ms if m.lead_ms is not msgspec.UNSET else round(self.limits.lead_s * 1000)
         if not lo <= lead_ms <= hi:
             return [send_json(error("invalid_message", f"'lead_ms' is a number from {lo} to {hi}"))]
-        self.configured = Configure(m.sample_rate, m.acks, lead_ms / 1000, m.echo_cancel, resume=m.session)
+        if m.language is not None and not known_language(m.language):
+            said = f"'language' {m.language} is not one Whisper knows: a code such as en, es, ja, or auto"
+            return [send_json(error("invalid_message", said))]
+        self.configured = Configure(
+            m.sample_rate, m.acks, lead_ms / 1000, m.echo_cancel, resume=m.session, language=m.language
+        )
         return [self.configured]
 
     def ready(self, session_id: str, history: list[dict[str, Any]]) -> list[Send]:

@@ -11,6 +11,7 @@ from core.events import AsrFinal
 from core.language import LanguageConfig
 from shell.config import SessionConfig
 from tests.conftest import FIXTURES
+from transport.client import talk
 from transport.files import load_audio
 from voice.bench.scoring import error_rate
 
@@ -55,3 +56,12 @@ async def test_a_spanish_turn_is_heard_as_spanish_and_the_model_asked_in_spanish
     (user,) = [t for t in run.transcript if t["role"] == "user"]
     assert user["language"] == "es"
     assert [t["role"] for t in run.transcript] == ["user", "assistant"]
+
+
+async def test_a_client_that_says_its_language_is_auto_gets_transcripts_in_spanish(voice_server):
+    """Our protocol, real time: ``hello`` with ``"language": "auto"``; ``transcript_final`` says es."""
+    result = await talk(
+        voice_server.ws_url, load_audio(LANGUAGE_FIXTURES / "es_fleurs_test_es006.wav"), language="auto"
+    )
+    finals = [e for e in result.of("transcript_final") if e["text"]]
+    assert finals and all(e["language"] == "es" for e in finals), finals

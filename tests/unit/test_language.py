@@ -32,6 +32,15 @@ def test_a_short_utterance_keeps_the_conversations_language_unless_whisper_is_su
     assert conv.heard(Detected("en", 0.97), 0.6).code == "en"  # "Okay, thanks." and Whisper is sure
 
 
+def test_a_client_may_hold_the_conversation_to_a_language_and_let_it_go_again():
+    conv = ConversationLanguage(LanguageConfig(language="auto"))
+    conv.hold("ja")
+    assert conv.fixed and conv.current.code == "ja" and conv.heard(Detected("en", 0.99), 3.0).code == "ja"
+    conv.hold("auto")
+    assert not conv.fixed and conv.current.code == "ja"  # detected again from here
+    assert conv.heard(Detected("en", 0.99), 3.0).code == "en"
+
+
 def test_no_detection_keeps_the_language():
     conv = ConversationLanguage(LanguageConfig(language="auto", start="fr"))
     assert conv.heard(None, 4.0).code == "fr"

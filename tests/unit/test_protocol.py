@@ -123,6 +123,19 @@ def test_hello_sample_rate_is_an_integer(proto, text, message):
     assert proto.configured is None
 
 
+@pytest.mark.parametrize("language", ["es", "auto", "ja"])
+def test_hello_names_the_language_spoken(proto, language):
+    (configure,) = proto.receive_text(hello(language=language))
+    assert configure == Configure(16000, acks=False, lead_s=0.12, language=language)
+
+
+@pytest.mark.parametrize("language", ["xx", "english", "e"])
+def test_hello_with_a_language_whisper_does_not_know_is_refused(proto, language):
+    (message,) = sent(proto.receive_text(hello(language=language)))
+    assert message["type"] == "error" and message["code"] == "invalid_message" and "language" in message["message"]
+    assert proto.configured is None
+
+
 def test_hello_with_acks_and_without_echo_cancel(proto):
     actions = proto.receive_text(hello(acks=True, echo_cancel=False))
     assert actions == [Configure(16000, acks=True, lead_s=0.12, echo_cancel=False)]

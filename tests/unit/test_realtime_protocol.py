@@ -315,6 +315,20 @@ def test_session_update_with_empty_instructions_clears_them(proto):
     ]
 
 
+def test_session_update_transcription_language_holds_the_transcripts_to_it(proto):
+    audio = {"input": {"transcription": {"model": "whisper-1", "language": "es"}}}
+    configure, updated = sent(proto.receive_text(update(audio=audio)), ids=False)
+    assert configure == Configure(24000, acks=False, lead_s=0.12, language="es")
+    assert updated["type"] == "session.updated"
+
+
+def test_session_update_with_a_language_whisper_does_not_know_changes_nothing(proto):
+    audio = {"input": {"transcription": {"language": "xx"}}}
+    (error,) = sent(proto.receive_text(update(audio=audio)))
+    assert error["error"]["code"] == "invalid_value"
+    assert error["error"]["param"] == "session.audio.input.transcription.language"
+
+
 @pytest.mark.parametrize("instructions", [7, ["Be brief."], {"text": "Be brief."}, True])
 def test_session_update_instructions_are_a_string(proto, instructions):
     (error,) = sent(proto.receive_text(update(instructions=instructions)))

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from asr.whisper import known_language
 from transport import g711
 from transport.protocol import (
     Action,
@@ -34,6 +35,7 @@ from transport.realtime.messages import (
     ResponseCancel,
     ResponseCreate,
     SessionAudio,
+    SessionConfig,
     SessionUpdate,
     TurnDetection,
 )
@@ -192,6 +194,10 @@ class ClientEvents:
                 "interrupt_response true",
                 "session.audio.input.turn_detection",
             )
+        language = _transcription_language(session)
+        if language is not None and not known_language(language):
+            said = f"transcription language {quote(language)} is not one Whisper knows (a code such as en, es, ja)"
+            return self._refuse(m, "invalid_value", said, "session.audio.input.transcription.language")
         if session.instructions is not None:
             self.instructions = session.instructions
         tools = None
@@ -206,7 +212,12 @@ class ClientEvents:
             self._to_8k = g711.To8k(self.output_rate) if formats["output"] in G711 else None
         self.input_format, self.output_format = formats["input"], formats["output"]
         configure = Configure(
-            self._input_rate(), acks=False, lead_s=self.limits.lead_s, instructions=session.instructions, tools=tools
+            self._input_rate(),
+            acks=False,
+            lead_s=self.limits.lead_s,
+            instructions=session.instructions,
+            tools=tools,
+            language=language,
         )
         return [configure, self._event("session.updated", session=self._session())]
 
@@ -215,3 +226,11 @@ class ClientEvents:
             if r.item_id == m.item_id:
                 return [TruncateReply(response, m.audio_end_ms)]
         return self._refuse(m, "item_truncate_invalid_item_id", f"no assistant item {quote(m.item_id)}", "item_id")
+
+
+def _transcription_language(session: SessionConfig) -> str | None:
+    """``session.audio.input.transcription.language``, where the client gave one."""
+    given = session.audio.input if session.audio is not None else None
+    if given is None or given.transcription is None:
+        return None
+    return given.transcription.language

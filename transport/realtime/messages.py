@@ -42,7 +42,7 @@ class TurnDetection(msgspec.Struct, frozen=True):
     eagerness: Name | None = None
 
 
-class Transcription(msgspec.Struct, frozen=True):  # accepted and ignored: Whisper transcribes
+class Transcription(msgspec.Struct, frozen=True):  # Whisper transcribes; its language is honoured
     model: Name | None = None
     language: Name | None = None
     prompt: Annotated[str, msgspec.Meta(max_length=MAX_INSTRUCTIONS)] | None = None
