@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.conftest import recordings
+from tests.conftest import ROOT, recordings
 from tests.integration.browser import CHROMIUM, Browser, chromium_available, launch, padded_wav
 from voice.bench.scoring import word_error_rate
 
@@ -69,6 +69,8 @@ async def run_page(
         state["dom"] = await browser.evaluate(
             """(() => [...document.querySelectorAll('#log .turn')].map(el => ({
                   cls: el.className,
+                  who: el.querySelector('.who').textContent,
+                  lang: el.querySelector('.text').lang,
                   text: el.querySelector('.text').textContent,
                   unheard: [...el.querySelectorAll('del.unheard')].map(d => d.textContent).join(''),
                   cut: !!el.querySelector('.cut')})))()"""
@@ -155,3 +157,13 @@ async def test_page_over_webrtc_transcribes_and_answers(voice_server, tmp_path):
         await asyncio.sleep(0.1)
     else:
         raise AssertionError("the WebRTC session outlived the page's Stop")
+
+
+async def test_page_with_a_language_shows_the_language_each_turn_was_heard_in(voice_server, tmp_path):
+    """``/?language=auto``: the page says so in its hello; a Spanish speaker's turn is shown as Spanish."""
+    wav = padded_wav(ROOT / "tests" / "fixtures" / "languages" / "es_fleurs_test_es006.wav", tmp_path / "mic.wav")
+    done = "window.voiceState.transcripts.length > 0"
+    state, _ = await run_page(voice_server, wav, done, timeout=120, query="&language=auto")
+    (user, *_) = [t for t in state["dom"] if "user" in t["cls"]]
+    assert user["who"] == "You · es" and user["lang"] == "es", user
+    assert "luchadores" in user["text"].lower(), user

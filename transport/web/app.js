@@ -325,7 +325,11 @@
         const text = (msg.text || "").trim();
         if (!text) break; // no words
         state.transcripts.push(text);
-        bubble("user", "You").querySelector(".text").textContent = text;
+        // The language it was heard in, when the server is not held to English ("You · es").
+        const entry = bubble("user", msg.language ? `You · ${msg.language}` : "You");
+        const said = entry.querySelector(".text");
+        said.textContent = text;
+        if (msg.language) said.lang = msg.language;
         break;
       }
       case "response_start":
@@ -484,7 +488,10 @@
     }`;
     ws = new WebSocket(url);
     ws.binaryType = "arraybuffer";
-    ws.onopen = () => send({ type: "hello", sample_rate: sendRate, acks: true, echo_cancel: false });
+    // ?language=es (or auto): the language the person speaks; else the server's --language.
+    const language = params.get("language");
+    ws.onopen = () =>
+      send({ type: "hello", sample_rate: sendRate, acks: true, echo_cancel: false, ...(language ? { language } : {}) });
     ws.onmessage = (e) => (typeof e.data === "string" ? onMessage(e.data) : onReplyAudio(e.data));
     ws.onerror = () => {};
     ws.onclose = (e) => closed(e.code, e.reason);
