@@ -98,8 +98,6 @@ class WhisperRecognizer:
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens
 
-        if not self.multilingual:
-            language = "en"
         if language not in self._tokenizers:
             tokenizer = Tokenizer(self.model.hf_tokenizer, self.multilingual, task="transcribe", language=language)
             before = _PREVIOUS_TEXT.get(language)
@@ -128,9 +126,7 @@ class WhisperRecognizer:
         ``language``: this call's (None: the recognizer's), ``"auto"`` to detect it. The
         detection is Whisper's own, on the window already encoded: one decoder step.
         """
-        chosen = language or self.language
-        if chosen == AUTO and not self.multilingual:
-            chosen = "en"  # an English-only model can only hear English
+        chosen = (language or self.language) if self.multilingual else "en"  # English-only: it hears English
         language = None if chosen == AUTO else chosen  # None: detect
         if audio.size == 0:
             return Transcript("", 1.0, language or "en")

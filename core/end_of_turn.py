@@ -79,7 +79,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from core.language import ENGLISH, Language
+from core.language import ENGLISH, ConversationLanguage, Language
 from core.words import letters, words
 
 NUMBER_WORDS = frozenset(
@@ -259,7 +259,8 @@ class EndOfTurn:
         it, so that the words can overrule it."""
         self.config = config or EndOfTurnConfig()
         self.transcripts = transcripts
-        self.language = ENGLISH  # what the transcripts are read in: the conversation's language
+        # What the transcripts are read in: the conversation's language (the shell shares the conversation's).
+        self.language = ConversationLanguage()
         self._checks = 0  # checks asked so far (their ids), over every utterance
         self._speaking = False  # an utterance is in progress and has not been ended
         self._onset = 0.0
@@ -459,7 +460,7 @@ class EndOfTurn:
         )
 
     def _trails_off(self) -> bool:
-        return self._text is not None and trails_off(self._text, self.language)
+        return self._text is not None and trails_off(self._text, self.language.current)
 
     def _new_pause(self) -> None:
         self._pending = None  # its answer, when it comes, is stale

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from core.words import unspaced
+from core.words import FULL_WIDTH_CLOSERS, FULL_WIDTH_MARKS, unspaced
 
 # Abbreviations after which a period never ends a sentence (lower-cased, no
 # trailing period).
@@ -89,10 +89,10 @@ _NEVER_FINAL = {
 _MAYBE_FINAL = {"etc", "u.s", "u.k", "u.s.a", "a.m", "p.m", "e.u", "ph.d", "al"}
 
 _TERMINATORS = ".!?…。！？"
-_CLOSERS = "\"'”’)]»」』）】"
+_CLOSERS = "\"'”’)]»" + FULL_WIDTH_CLOSERS
 _CLAUSE = ",;:—–、，；："
 # Full-width marks end a sentence or clause where they stand: the text after them is not spaced.
-_FULL_WIDTH = "。！？、，；："
+_FULL_WIDTH = FULL_WIDTH_MARKS
 # Words that open a phrase: a first chunk may end before one of them.
 _PHRASE_STARTERS = frozenset(
     "and but or so because which who whom whose when while where if although though since until unless whether".split()  # noqa: SIM905 - a word list reads best as words

@@ -55,7 +55,10 @@ def unspaced(character: str) -> bool:
     return bool(_UNSPACED.match(character))
 
 
-_CLOSING_MARKS = "。、，！？；：」』）】"
+# Full-width punctuation of unspaced scripts: no space before it (the sentence grouper cuts after it).
+FULL_WIDTH_MARKS = "。！？、，；："
+FULL_WIDTH_CLOSERS = "」』）】"
+_CLOSING_MARKS = FULL_WIDTH_MARKS + FULL_WIDTH_CLOSERS
 
 
 def join_words(parts: list[str]) -> str:

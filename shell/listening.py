@@ -64,6 +64,8 @@ class Listening:
         self.clock = clock
         self.conversation = conversation
         self.hearing = hearing
+        if hearing.end_of_turn is not None:  # the end of the turn reads transcripts in the conversation's language
+            hearing.end_of_turn.language = conversation.language
         self.audio = audio
         self._work = work
         self._run = run
@@ -189,7 +191,6 @@ class Listening:
                         cmd.utterance, cmd.end, heard.text, self.clock.now(), heard.no_speech_prob, _detected(heard)
                     )
                 )
-                self._follow_language()
 
             await self._weigh(cmd.utterance, heard.text, cmd.end, speculate)
             return
@@ -204,21 +205,13 @@ class Listening:
                 _detected(heard),
             )
         )
-        self._follow_language()
 
     def _language(self, detect: bool) -> str:
         """What a Whisper pass is held to: the conversation's language, or ``"auto"`` where each
         utterance's is detected (``detect``: a final pass; a check over the reply keeps the
         conversation's, as the person's words over a reply are short)."""
         language = self.conversation.language
-        if language.fixed:
-            return language.config.language
-        return AUTO if detect else language.current.code
-
-    def _follow_language(self) -> None:
-        """The end of the turn reads the next transcripts in the conversation's language."""
-        if self.hearing.end_of_turn is not None:
-            self.hearing.end_of_turn.language = self.conversation.language.current
+        return AUTO if detect and not language.fixed else language.current.code
 
 
 def _detected(heard: Transcript) -> Detected | None:

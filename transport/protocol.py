@@ -326,9 +326,10 @@ class VoiceProtocol:
         name, fields = public
         out: dict[str, Any] = {"type": name, "t": event.t}
         for f in fields:  # "name?": sent only when it has a value
-            value = getattr(event, f.rstrip("?"))
-            if not f.endswith("?") or value is not None:
-                out[f.rstrip("?")] = value
+            name = f.removesuffix("?")
+            value = getattr(event, name)
+            if name == f or value is not None:
+                out[name] = value
         return [send_json(out)]
 
     def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
