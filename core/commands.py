@@ -83,6 +83,7 @@ class Synthesize:
     response: int
     chunk: int
     text: str
+    language: str = "en"  # the reply's: its voice is that language's (shell/voices.py)
 
 
 @dataclass(frozen=True)

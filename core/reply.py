@@ -18,6 +18,7 @@ from core.history import ToolStatus
 from core.ledger import PlaybackLedger
 from core.sentences import SentenceGrouper
 from core.tool_calls import ToolCall, ToolCallStream
+from core.voices import chunk_language
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Reply:
     error: str | None = None  # how generation failed (llm_done held back)
     last_played_at: float | None = None  # when the speaker last played some of it
     tool: ToolState = field(default_factory=ToolState)
+    language: str = "en"  # the language it is said in (the conversation's when it started)
 
     def synthesize(self, chunks: list[str]) -> list[Command]:
         """Ask the TTS for ``chunks``; a speculative reply holds back all but its first."""
@@ -86,7 +88,7 @@ class Reply:
                 continue
             self.chunks_requested += 1
             self.chunk_texts[self.chunks_requested] = text
-            out.append(Synthesize(self.id, self.chunks_requested, text))
+            out.append(Synthesize(self.id, self.chunks_requested, text, chunk_language(self.language, text)))
         return out
 
 

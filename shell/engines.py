@@ -16,10 +16,11 @@ from asr.smart_turn import SmartTurn
 from asr.vad import SileroVAD, load_session
 from asr.whisper import WhisperRecognizer
 from core.budget import Budget
+from core.voices import VoiceTable
 from llm.base import LLM, GenerationConfig
 from shell import models
 from shell.scheduler import EngineQueue
-from tts.piper_tts import PiperTTS
+from shell.voices import Voice, Voices
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,10 @@ class EngineConfig:
     asr_model: str = "base"
     partial_model: str | None = "tiny.en"  # None: no partial hypotheses
     smart_turn: bool = True  # the end-of-turn model (Smart Turn), for --turn-detector smart-turn
-    voice: str = "joe"
+    # The default voice and the voices given per language (--voice), and the languages whose
+    # voices are loaded at start (the others on their first reply): shell/voices.py.
+    voices: VoiceTable = field(default_factory=VoiceTable)
+    languages: tuple[str, ...] = ("en",)
     llm_model: str = "smollm2-135m"
     # vLLM's tool parser for the embedded model's calls (None: the one its name is known to need;
     # a model without one cannot be offered tools).
@@ -65,7 +69,7 @@ class EngineConfig:
         models.asr_model_path(self.asr_model)
         if self.partial_model:
             models.asr_model_path(self.partial_model)
-        models.voice_path(self.voice)
+        Voices(self.voices, self.output_rate).check()
         models.vad_model_path()
         if self.smart_turn:
             models.smart_turn_model_path()
@@ -79,7 +83,7 @@ class Engines:
     asr_final: WhisperRecognizer
     asr_partial: WhisperRecognizer | None
     llm: LLM
-    tts: PiperTTS
+    voices: Voices
     output_rate: int
     load_times: dict[str, float] = field(default_factory=dict)
     smart_turn: SmartTurn | None = None  # the end-of-turn model (None: not loaded; silence ends turns)
@@ -131,6 +135,11 @@ class Engines:
         (for benchmarks that compare the two in one run)."""
         for queue in self.queues:
             queue.priority = on
+
+    @property
+    def tts(self) -> Voice:
+        """The default voice (benchmarks and tools that speak English)."""
+        return self.voices.default
 
     def new_vad(self) -> SileroVAD:
         """A VAD stream of its own (its recurrent state is per stream), on the shared model."""
@@ -210,14 +219,15 @@ def load_engines(cfg: EngineConfig, cancelled: threading.Event | None = None) ->
                     models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
                 ),
             )
-        tts = timed("tts", lambda: PiperTTS(models.voice_path(cfg.voice), cfg.output_rate))
+        voices = Voices(cfg.voices, cfg.output_rate)
+        timed("tts", lambda: [voices.speaking(code) for code in cfg.languages])
         smart_turn = timed("smart_turn", lambda: SmartTurn(models.smart_turn_model_path())) if cfg.smart_turn else None
         go_on()
     except BaseException:
         if llm is not None:  # the embedded engine's processes would outlive us
             asyncio.run(llm.close())
         raise
-    return Engines(vad, asr_final, asr_partial, llm, tts, cfg.output_rate, times, smart_turn=smart_turn)
+    return Engines(vad, asr_final, asr_partial, llm, voices, cfg.output_rate, times, smart_turn=smart_turn)
 
 
 async def start_engines(cfg: EngineConfig) -> Engines:

@@ -14,6 +14,7 @@ SETUP_COMMAND = "scripts/setup"
 
 ASR_MODELS = {"base": "whisper-base", "tiny.en": "whisper-tiny.en"}
 VOICES = {"joe": "piper/en_US-joe-medium.onnx"}
+KOKORO_DIR = "kokoro"  # Kokoro-82M, its vocabulary and its voices (tts/kokoro_tts.py)
 LLM_MODELS = {
     "smollm2-135m": "smollm2-135m-instruct",
     # Can call tools (SmolLM2's chat template drops them): issue 16.
@@ -65,6 +66,14 @@ def asr_model_path(name: str) -> Path:
 
 def voice_path(name: str) -> Path:
     return _resolve(name, VOICES, "voice")
+
+
+def kokoro_dir() -> Path:
+    """The Kokoro model's folder (its model, vocabulary and voices)."""
+    path = models_dir() / KOKORO_DIR
+    if not (path / "kokoro-v1.0.int8.onnx").exists():
+        raise MissingModelError(f"the Kokoro voice model is not in {path}; run {SETUP_COMMAND} to provision it")
+    return path
 
 
 def llm_model_path(name: str) -> Path:

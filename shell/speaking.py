@@ -174,7 +174,8 @@ class Speaking:
 
         def synthesis() -> None:
             try:
-                for piece in self.engines.tts.synthesize(cmd.text, cancel, exact=self.lockstep):
+                voice = self.engines.voices.speaking(cmd.language)
+                for piece in voice.synthesize(cmd.text, cancel, exact=self.lockstep):
                     loop.call_soon_threadsafe(pieces.put_nowait, piece)
             except Exception as e:
                 loop.call_soon_threadsafe(pieces.put_nowait, e)

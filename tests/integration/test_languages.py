@@ -4,13 +4,21 @@ recording of tests/fixtures/languages (real speakers) and transcribes it in that
 from __future__ import annotations
 
 import csv
+import dataclasses
 
+import numpy as np
 import pytest
+import pytest_asyncio
+import soxr
 
-from core.events import AsrFinal
+from core.audio import ASR_RATE
+from core.events import AsrFinal, Truncate, TtsChunk
 from core.language import LanguageConfig
+from core.words import join_words, unspaced
 from shell.config import SessionConfig
+from shell.engines import Engines
 from tests.conftest import FIXTURES
+from tests.integration.conftest import run_replay
 from transport.client import talk
 from transport.files import load_audio
 from voice.bench.scoring import error_rate
@@ -65,3 +73,45 @@ async def test_a_client_that_says_its_language_is_auto_gets_transcripts_in_spani
     )
     finals = [e for e in result.of("transcript_final") if e["text"]]
     assert finals and all(e["language"] == "es" for e in finals), finals
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def with_qwen(engines, qwen) -> Engines:
+    return dataclasses.replace(engines, llm=qwen)  # the shared engines, the model that answers in Japanese
+
+
+JAPANESE = SessionConfig(language=LanguageConfig(language="ja"))
+
+
+def heard_language(engines: Engines, run) -> tuple[str | None, str]:
+    """What an independent Whisper pass hears in the reply's audio: its language and its words."""
+    audio = soxr.resample(run.reply, run.rate, ASR_RATE).astype(np.float32)
+    heard = engines.asr_final.recognize(audio, language="auto")
+    return heard.language, heard.text
+
+
+async def test_a_japanese_speaker_is_answered_in_japanese_by_a_japanese_voice(with_qwen):
+    """Issue 33's end to end: a real Japanese speaker, Whisper held to Japanese, Qwen answering,
+    Kokoro's native voice speaking; Whisper hears the reply's audio as Japanese."""
+    run = await run_replay(with_qwen, LANGUAGE_FIXTURES / "ja_commonvoice_38843402.wav", config=JAPANESE)
+    assert run.errors == []
+    finals = [e for e in run.of(AsrFinal) if e.text]
+    assert finals and all(e.language == "ja" for e in finals)
+    replies = [t["text"] for t in run.transcript if t["role"] == "assistant"]
+    assert replies and all(any(unspaced(c) for c in reply) for reply in replies), replies
+    assert with_qwen.voices.choice("ja").voice == "jf_alpha"
+    language, words = heard_language(with_qwen, run)
+    assert language == "ja", words
+
+
+async def test_a_barge_in_over_a_japanese_reply_keeps_the_characters_heard(with_qwen):
+    """The recording's second phrase comes while the reply plays: the reply is cut, and the stored
+    turn keeps what was heard of it, character by character, no more."""
+    run = await run_replay(with_qwen, LANGUAGE_FIXTURES / "ja_commonvoice_38833628.wav", config=JAPANESE)
+    assert run.errors == []
+    (cut,) = run.of(Truncate)
+    spoken = join_words([c.text for c in run.of(TtsChunk) if c.response == cut.response])
+    assert cut.text and len(cut.text) < len(spoken) and spoken.startswith(cut.text), (cut.text, spoken)
+    assert unspaced(cut.text[-1]) or cut.text[-1] in "、。！？「」"  # cut between characters, not after a space
+    (stored,) = [t for t in run.transcript if t["role"] == "assistant" and t.get("interrupted")]
+    assert stored["text"] == cut.text

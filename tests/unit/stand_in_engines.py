@@ -28,6 +28,7 @@ from core.audio import ASR_RATE
 from core.budget import Budget
 from core.ledger import Word
 from core.tool_calls import ToolCallDelta
+from core.words import spoken_units
 from llm.base import Delta
 from tts.piper_tts import SpeechPiece
 
@@ -137,11 +138,23 @@ class StandInTTS:
     def synthesize(
         self, text: str, cancel: threading.Event | None = None, exact: bool = False
     ) -> Iterator[SpeechPiece]:
-        words = text.split()
+        words = spoken_units(text)  # a word each, or a character each in Japanese and Chinese
         n = round(WORD_S * OUTPUT_RATE)
         t = np.arange(n * len(words)) / OUTPUT_RATE
         audio = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
         yield SpeechPiece(text, audio, [Word(w, (i + 1) * n) for i, w in enumerate(words)])
+
+
+@dataclass
+class StandInVoices:
+    """One stand-in voice for every language; records the language of each chunk it is asked for."""
+
+    tts: StandInTTS
+    languages: list[str] = field(default_factory=list)
+
+    def speaking(self, language: str) -> StandInTTS:
+        self.languages.append(language)
+        return self.tts
 
 
 @dataclass
@@ -160,6 +173,9 @@ class StandInEngines:
     partial_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     tts_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
     turn_executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+
+    def __post_init__(self) -> None:
+        self.voices = StandInVoices(self.tts)
 
     async def warm_up(self) -> None:
         pass

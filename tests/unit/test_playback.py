@@ -11,8 +11,9 @@ from core.audio import AudioBuffer
 from core.events import event_from_json
 from core.history import History, Turn
 from core.ledger import PlaybackLedger, Word
+from core.words import spoken_units
 from shell.clock import VirtualClock
-from tts.alignment import word_ends
+from tts.alignment import weighted_ends, word_ends
 from voice.app.latency import turn_latencies
 
 
@@ -43,6 +44,19 @@ def test_word_ends_share_out_when_espeak_fuses_words():
     words = word_ends(["on", "the"], phonemes, samples, 60)
     assert [w.text for w in words] == ["on", "the"]
     assert 10 < words[0].end < words[1].end == 50
+
+
+def test_japanese_characters_end_at_the_phoneme_their_morae_reach_and_a_cut_keeps_those_heard():
+    units = spoken_units("東京です。")  # 東 京 で す。: morae 2, 2, 1, 1
+    assert units == ["東", "京", "で", "す。"]
+    phonemes = ["^", *"toːkʲoː desɨ", ".", "$"]  # 11 voiced phonemes (the space and "." are silent)
+    samples = [100] + [10] * 12 + [50, 100]
+    words = weighted_ends(units, [2, 2, 1, 1], phonemes, samples, 300)
+    assert [w.end for w in words] == [140, 170, 200, 220]  # the 4th, 7th, 9th and 11th voiced phoneme
+    ledger = PlaybackLedger()
+    ledger.add_chunk("東京です。", 300, words)
+    assert ledger.heard_text(180) == "東京"  # not more than half of で played yet
+    assert ledger.heard_text(300) == "東京です。"
 
 
 def test_history_refuses_empty_turns_and_builds_messages():

@@ -84,3 +84,10 @@ async def test_an_english_only_partial_model_is_not_asked_to_hear_another_langua
     # The first utterance is heard before its language is known; once it is Spanish, no partials.
     assert engines_one.asr_partial.calls and len(engines_two.asr_partial.calls) == len(engines_one.asr_partial.calls)
     assert [f.language for f in of(two, AsrFinal)] == ["es", "es"]
+
+
+async def test_each_reply_is_spoken_by_the_voice_of_its_language():
+    s, engines = session("auto")
+    await run(s, turns((SPANISH_HZ, 1.6), (ENGLISH_HZ, 1.6)))
+    spoken = engines.voices.languages
+    assert spoken and spoken[0] == "es" and spoken[-1] == "en"  # the voice follows the conversation

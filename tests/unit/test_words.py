@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from core.words import words
+from core.words import join_words, spoken_units, words
 
 TEXTS = ["Uh-huh, yeah.", "Call 555 12", "twenty-one", "forty-two line Bible", "it's 3.5 -- ok-", "Covid-19 A-ok", ""]
 
@@ -23,3 +23,10 @@ def test_the_words_are_those_each_rule_read_before_issue_31():
         assert words(text, numbers=False) == re.findall(r"[a-z']+(?:-[a-z']+)*", text.lower())
         assert words(text, compounds=False) == re.findall(r"[a-z0-9']+", text.lower())
         assert [p for w in words(text) for p in w.split("-")] == words(text, compounds=False)
+
+
+def test_speech_is_timed_by_the_word_where_words_are_spaced_and_by_the_character_where_not():
+    assert spoken_units("Hola, ¿qué tal?") == ["Hola,", "¿qué", "tal?"]
+    assert spoken_units("「はい」、AIです。") == ["「", "は", "い」、", "AI", "で", "す。"]
+    for text in ("東京は日本の首都です。人口は多い。", "「はい」と言った。", "Hola, ¿qué tal?"):
+        assert join_words(spoken_units(text)) == text

@@ -39,6 +39,7 @@ from core.events import (
     Truncate,
     TtsChunk,
 )
+from core.voices import VoiceSpecError, parse_voices
 from shell import models
 from shell.engines import LoadInterrupted
 from shell.models import MissingModelError
@@ -134,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail("--early-final-ms must be positive (--no-early-final: none)")
     if not known_language(args.language):
         return fail(f"--language {args.language}: not a language Whisper knows (a code such as en, es, ja; or auto)")
+    try:
+        parse_voices(args.voice or [])
+    except VoiceSpecError as e:
+        return fail(f"--voice {e}")
     try:
         end_of_turn = end_of_turn_config(args)
     except ValueError as e:

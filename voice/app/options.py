@@ -23,6 +23,7 @@ from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
+from core.voices import parse_voices
 from llm.base import GenerationConfig
 from shell.config import SessionConfig
 from shell.engines import EngineConfig
@@ -132,7 +133,17 @@ OPTIONS: tuple[Option, ...] = (
         convert=_unless("none"),
         help="Whisper model for partials, or 'none'",
     ),
-    value("--voice", EngineConfig, "voice", help="piper voice: joe or a path to an .onnx voice"),
+    Option(
+        "--voice",
+        None,
+        Into(EngineConfig, "voices", lambda given: parse_voices(given or [])),
+        {
+            "action": "append",
+            "metavar": "[CODE=]VOICE",
+            "help": "the voice: joe, a Kokoro voice (jf_alpha, jm_kumo...) or a piper .onnx file; CODE=VOICE"
+            " for one language (es=es_ES-davefx-medium.onnx); repeatable",
+        },
+    ),
     opt(
         "--llm-model",
         default=None,

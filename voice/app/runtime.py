@@ -79,6 +79,8 @@ def engine_config(args: argparse.Namespace, llm_model: str, smart_turn: bool) ->
         llm_url=urls[0] if urls else None,
         llm_urls=tuple(urls[1:]),
         generation=configure(args, GenerationConfig),
+        # The voice of a language the run is held to is loaded at start; others on their first reply.
+        languages=("en",) if args.language in ("en", "auto") else (args.language,),
     )
 
 
@@ -163,6 +165,8 @@ class Runtime:
             await self.aclose()
             raise
         self.cold_s = time.monotonic() - t0
+        for note in self.engines.voices.notes(list(self.engine_cfg.languages)):
+            _warn(note)  # said once: the language's voice is not native, and how to add one
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -269,7 +269,7 @@ def probe() -> dict:
     partial = WhisperRecognizer(
         models.asr_model_path(cfg.partial_model), cfg.device, cpu_threads=1, pad_s=cfg.asr_window_pad_s
     )
-    tts = PiperTTS(models.voice_path(cfg.voice), cfg.output_rate)
+    tts = PiperTTS(models.voice_path(cfg.voices.default), cfg.output_rate)
     vad_model = load_session(models.vad_model_path())
     audio = load_audio(recording())
     heap.tune()

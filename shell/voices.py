@@ -1,0 +1,106 @@
+"""The voices a process loads, by language, shared by every session.
+
+core/voices.py chooses the voice for a language; this loads it (piper for a piper file or joe,
+Kokoro for its voices, one Kokoro model for all of them) the first time a reply in that language
+is spoken, on the TTS thread, or at start for the languages a run is held to. A choice that is
+not native is said once, in the log and by :meth:`Voices.notes`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from core.voices import KOKORO, VoiceChoice, VoiceTable, voice_engine
+from shell import models
+from tts.kokoro_tts import KokoroModel, KokoroTTS
+from tts.piper_tts import PiperTTS, SpeechPiece
+
+log = logging.getLogger(__name__)
+
+
+class Voice(Protocol):
+    name: str
+
+    def synthesize(
+        self, text: str, cancel: threading.Event | None = None, exact: bool = False
+    ) -> Iterator[SpeechPiece]: ...
+
+
+def piper_languages(voice_file: Path) -> frozenset[str]:
+    """The language a piper voice speaks, from its .onnx.json ("es_ES" -> es; English if it does not say)."""
+    try:
+        config = json.loads(Path(f"{voice_file}.json").read_text(encoding="utf-8"))
+        code = str(config.get("language", {}).get("code") or "en")
+    except (OSError, ValueError, AttributeError):
+        return frozenset({"en"})
+    return frozenset({code.replace("-", "_").split("_")[0].lower()})
+
+
+def voice_file(voice: str) -> Path:
+    """The file of a piper voice: a bundled name's, or the path given."""
+    return models.voice_path(voice)
+
+
+class Voices:
+    """The voice for each language, loaded on first use and kept."""
+
+    def __init__(self, table: VoiceTable, output_rate: int) -> None:
+        if voice_engine(table.default) != KOKORO and table.default not in models.VOICES:
+            table = VoiceTable(table.default, table.per_language, piper_languages(voice_file(table.default)))
+        self.table = table
+        self.output_rate = output_rate
+        self._lock = threading.Lock()
+        self._loaded: dict[tuple[str, str], Voice] = {}  # (voice, language) -> engine
+        self._kokoro: KokoroModel | None = None
+        self._said: set[str] = set()  # languages whose note was said
+        self.load_times: dict[str, float] = {}
+
+    @property
+    def default(self) -> Voice:
+        """The default voice (English unless the default voice is another's)."""
+        return self.speaking("en")
+
+    def check(self) -> None:
+        """Raise MissingModelError for a voice that is given but missing, before anything is loaded."""
+        for voice in {self.table.default, *self.table.per_language.values()}:
+            if voice_engine(voice) == KOKORO:
+                models.kokoro_dir()
+            else:
+                voice_file(voice)
+
+    def choice(self, language: str) -> VoiceChoice:
+        return self.table.choose(language)
+
+    def notes(self, languages: list[str]) -> list[str]:
+        """What to say once about ``languages``' voices: which are not native, and how to add one."""
+        out = []
+        for code in languages:
+            note = self.choice(code).note
+            if note and code not in self._said:
+                self._said.add(code)
+                out.append(note)
+        return out
+
+    def speaking(self, language: str) -> Voice:
+        """The voice for ``language``, loaded now if it was not (blocking: the TTS thread's)."""
+        choice = self.choice(language)
+        key = (choice.voice, language if choice.engine == KOKORO else "")
+        with self._lock:
+            voice = self._loaded.get(key)
+            if voice is None:
+                for note in self.notes([language]):
+                    log.warning("%s", note)
+                voice = self._loaded[key] = self._load(choice)
+        return voice
+
+    def _load(self, choice: VoiceChoice) -> Voice:
+        if choice.engine == KOKORO:
+            if self._kokoro is None:
+                self._kokoro = KokoroModel(models.kokoro_dir())
+            return KokoroTTS(self._kokoro, choice.voice, choice.language, self.output_rate)
+        return PiperTTS(voice_file(choice.voice), self.output_rate)
