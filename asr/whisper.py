@@ -107,9 +107,9 @@ class WhisperRecognizer:
             self._tokenizers[language] = tokenizer
         return self._tokenizers[language]
 
-    def transcribe(self, audio: np.ndarray, beam_size: int = 1) -> str:
-        """Text of 16 kHz float32 ``audio`` (empty when it holds no words)."""
-        return self.recognize(audio, beam_size).text
+    def transcribe(self, audio: np.ndarray, beam_size: int = 1, language: str | None = None) -> str:
+        """Text of 16 kHz float32 ``audio`` (empty when it holds no words); ``language`` as for ``recognize``."""
+        return self.recognize(audio, beam_size, language=language).text
 
     def recognize(
         self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False, language: str | None = None

@@ -37,11 +37,12 @@ BUNDLED = {
 }
 # The bundled voice for each language: native where one is, else the one whose speech Whisper
 # heard as that language and transcribed best (docs/bench/languages.md: jm_kumo was identified
-# right in es/pt/it/de/fr, the female Japanese voices were taken for Japanese in de/fr/it).
+# right in es/pt/it/de/fr and zh, the female Japanese voices were taken for Japanese in de/fr/it
+# and in Chinese).
 BEST_BUNDLED = {
     "en": "joe",
     "ja": "jf_alpha",
-    **{code: "jm_kumo" for code in ("es", "pt", "it", "de", "fr")},
+    **{code: "jm_kumo" for code in ("es", "pt", "it", "de", "fr", "zh")},
 }
 # A native piper voice to suggest for each language without one bundled (piper's voice list;
 # the files are on the piper voices page, an .onnx with its .onnx.json).

@@ -117,7 +117,8 @@ class Listening:
             text = await self._work.in_thread(
                 serves,
                 self.engines.partial_executor,
-                self.engines.asr_partial.transcribe,
+                # A multilingual partial model hears the conversation's language (tiny.en: English).
+                functools.partial(self.engines.asr_partial.transcribe, language=self._language(detect=False)),
                 audio,
                 shed_after_s=shed_after_s,
             )

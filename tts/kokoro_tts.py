@@ -41,11 +41,15 @@ _MAX_TOKENS = 510  # the style table's length: the model's longest input
 FRAME_SAMPLES = 600  # samples per frame of the predicted durations, at 24 kHz
 DURATIONS = "durations"  # the output scripts/setup adds (provision_models.kokoro)
 # espeak-ng's voice for each language code (the code itself where they agree).
-ESPEAK_VOICES = {"en": "en-us", "pt": "pt-br", "fr": "fr-fr", "zh": "cmn"}
+ESPEAK_VOICES = {"en": "en-us", "pt": "pt-br", "zh": "cmn"}
 # Kokoro pads every sentence with silence (~290 ms before, ~680 ms after, measured); this much of
 # it is kept, so the reply starts sooner and sentences follow each other as in speech.
 LEAD_S = 0.03
 TRAIL_S = 0.15
+# espeak-ng writes Mandarin's tones as digits, which Kokoro's vocabulary lacks; its tone arrows
+# instead (1 level, 2 rising, 3 low, 4 falling, 5 neutral: none). With them, Whisper heard 4 of 4
+# sentences of jm_kumo's as Chinese; without, 1 of 2 (docs/bench/languages.md).
+_MANDARIN_TONES = str.maketrans({"1": "→", "2": "↗", "3": "↓", "4": "↘", "5": ""})
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 _STRESS = re.compile(r"[ˈˌː.,!?;:—…'\"¡¿]")
 _SMALL_KANA = set("ャュョァィゥェォャュョぁぃぅぇぉゃゅょヮゎ")
@@ -107,7 +111,7 @@ class KokoroTTS:
                 samples = [round(f * FRAME_SAMPLES) for f in frames]
                 samples[0] -= first  # the leading silence cut off
                 marked = ["^", *kept, "$"]
-                if self.language == "ja":
+                if self.language in ("ja", "zh"):  # read by the word: characters by their weights
                     words = weighted_ends(units, weights, marked, samples, len(audio))
                 else:
                     words = word_ends(units, marked, samples, len(audio))
@@ -147,17 +151,20 @@ def _trimmed(audio: np.ndarray) -> tuple[np.ndarray, int, int, int]:
 
 def _espeak(voice: str):
     """Text to IPA through piper's espeak-ng, and each unit's weight: its phonemes where espeak
-    gives one phonetic word per word of the text, else its letters."""
+    gives one phonetic word per word of the text, else its letters (a Chinese character: 1)."""
     from piper.phonemize_espeak import EspeakPhonemizer
 
     espeak = EspeakPhonemizer()
 
     def phonemes(sentence: str, units: list[str]) -> tuple[str, list[float]]:
         ipa = " ".join("".join(s) for s in espeak.phonemize(voice, sentence))
+        if voice == "cmn":
+            ipa = ipa.translate(_MANDARIN_TONES)
         words = [w for w in ipa.split(" ") if _STRESS.sub("", w)]
         if len(words) == len(units):
             return ipa, [float(len(_STRESS.sub("", w))) for w in words]
-        return ipa, [float(len(u) + 1) for u in units]
+        # A Chinese character is one syllable; a spaced word, its letters.
+        return ipa, [float(sum(1 for c in u if unspaced(c)) or len(u) + 1) for u in units]
 
     return phonemes
 

@@ -115,3 +115,24 @@ async def test_a_barge_in_over_a_japanese_reply_keeps_the_characters_heard(with_
     assert unspaced(cut.text[-1]) or cut.text[-1] in "、。！？「」"  # cut between characters, not after a space
     (stored,) = [t for t in run.transcript if t["role"] == "assistant" and t.get("interrupted")]
     assert stored["text"] == cut.text
+
+
+SENTENCES = {
+    "ja": "東京は日本の首都です。",
+    "es": "Madrid es la capital.",
+    "pt": "Lisboa é a capital.",
+    "it": "Roma è la capitale.",
+    "de": "Berlin ist die Hauptstadt.",
+    "fr": "Paris est la capitale.",
+    "zh": "北京是中国的首都。",
+}
+
+
+@pytest.mark.parametrize("language", list(SENTENCES))
+def test_the_voice_of_each_language_speaks_it(engines, language):
+    """Every language with a bundled voice (core/voices.py) is spoken: audio, and words timed in it."""
+    text = SENTENCES[language]
+    (piece,) = list(engines.voices.speaking(language).synthesize(text))
+    assert len(piece.audio) > engines.output_rate // 2 and float(np.max(np.abs(piece.audio))) > 0.1
+    ends = [w.end for w in piece.words]
+    assert join_words([w.text for w in piece.words]) == text and ends == sorted(ends) and 0 < ends[0] < ends[-1]

@@ -69,8 +69,8 @@ class StandInRecognizer:
             return Transcript(words, 0.0, code, probability)
         return Transcript(words, 0.0, language or "en")
 
-    def transcribe(self, audio: np.ndarray, beam_size: int = 1) -> str:
-        return self.recognize(audio).text
+    def transcribe(self, audio: np.ndarray, beam_size: int = 1, language: str | None = None) -> str:
+        return self.recognize(audio, language=language).text
 
 
 class StandInSmartTurn:

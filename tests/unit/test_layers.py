@@ -201,6 +201,7 @@ OPENS_SESSIONS: dict[str, str] = {
     "voice.bench.server": "the in-process session the server's figures are measured against",
     "voice.bench.tool_turns": "spoken tool requests through whole sessions",
     "voice.bench.trace": "every engine call of a session timed",
+    "voice.bench.languages": "each language's recordings through whole sessions, on virtual time and in real time",
 }
 
 

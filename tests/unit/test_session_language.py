@@ -91,3 +91,12 @@ async def test_each_reply_is_spoken_by_the_voice_of_its_language():
     await run(s, turns((SPANISH_HZ, 1.6), (ENGLISH_HZ, 1.6)))
     spoken = engines.voices.languages
     assert spoken and spoken[0] == "es" and spoken[-1] == "en"  # the voice follows the conversation
+
+
+async def test_a_multilingual_partial_model_hears_the_conversations_language():
+    asr = StandInRecognizer(WORDS, LANGUAGES)
+    engines = StandInEngines(asr, StandInLLM(["Son las doce."]), asr_partial=StandInRecognizer(WORDS, LANGUAGES))
+    cfg = SessionConfig(echo_cancel=False, end_of_turn=None, language=LanguageConfig(language="es"))
+    s = Session(engines, VirtualClock(), cfg, lambda e: None, lockstep=True)  # type: ignore[arg-type]
+    await run(s, turns((SPANISH_HZ, 1.6)))
+    assert engines.asr_partial.calls and set(engines.asr_partial.languages_asked) == {"es"}

@@ -21,9 +21,11 @@ def test_a_language_without_a_native_voice_gets_the_best_bundled_one_and_says_ho
 
 
 def test_a_language_no_bundled_voice_speaks_is_read_by_the_default_voice():
+    ko = parse_voices([]).choose("ko")
+    assert (ko.voice, ko.native) == ("joe", False)
+    assert "no Korean voice" in ko.note and "a piper voice for Korean" in ko.note
     zh = parse_voices([]).choose("zh")
-    assert (zh.voice, zh.native) == ("joe", False)
-    assert "no Chinese voice" in zh.note and "zh_CN-huayan-medium" in zh.note
+    assert (zh.voice, zh.native) == ("jm_kumo", False) and "zh_CN-huayan-medium" in zh.note
 
 
 def test_voices_given_per_language_win_and_the_last_plain_one_is_the_default():
