@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from core.language import language
-from core.words import unspaced
+from core.language import ENGLISH, language
+from core.words import unspaced, words
 
 PIPER = "piper"
 KOKORO = "kokoro"
@@ -67,13 +67,20 @@ _KANA = range(0x3040, 0x3100)  # hiragana and katakana: Japanese, never Chinese
 
 def chunk_language(conversation: str, text: str) -> str:
     """The language whose voice speaks ``text``, a chunk of a reply in a conversation in
-    ``conversation``: the conversation's, except that kana are Japanese, and that a reply in
-    Japanese or Chinese that holds none of their characters (a name, an English sentence, the
-    model answering in English) is read by the English voice, not spelt out by the other."""
+    ``conversation``: the conversation's, except where the text is plainly in another. Kana are
+    Japanese; a chunk of a Japanese or Chinese conversation with none of their characters, or one
+    of a conversation in another spaced language with more of English's little words ("the",
+    "and", "a") than of that language's, is English (the model answered in English): read by the
+    English voice, not spelt out by the other language's."""
     if any(ord(c) in _KANA for c in text):
         return "ja"
-    if conversation in ("ja", "zh") and not any(unspaced(c) for c in text):
-        return "en"
+    if conversation in ("ja", "zh"):
+        return conversation if any(unspaced(c) for c in text) else "en"
+    if conversation != "en":
+        said = words(text)
+        own = sum(w in language(conversation).continuation_words for w in said)
+        if sum(w in ENGLISH.continuation_words for w in said) > own:
+            return "en"
     return conversation
 
 

@@ -172,7 +172,10 @@ class Listening:
         audio = self.audio.over_reply(cmd.onset, end) if began_over_reply else self.audio.utterance(cmd.onset, end)
         # Over the reply, Whisper's full window: on a short one it invents more words in noise.
         recognize = functools.partial(
-            self.engines.asr_final.recognize, full_window=cmd.over_reply, language=self._language(detect=True)
+            self.engines.asr_final.recognize,
+            beam_size=self.conversation.language.current.final_beam,
+            full_window=cmd.over_reply,
+            language=self._language(detect=True),
         )
         try:
             heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)

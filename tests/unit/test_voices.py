@@ -60,6 +60,8 @@ def test_a_voice_that_names_nothing_is_refused(spec, says):
         ("en", "「はい」と言いました。", "ja"),  # kana are Japanese whatever the conversation
         ("es", "Madrid es la capital.", "es"),
         ("es", "OK.", "es"),
+        ("es", "The heroes from Luna also received a hug.", "en"),  # the model answered in English
+        ("pt", "A casa e o carro.", "pt"),  # "a" is English's too: a tie keeps the conversation's
     ],
 )
 def test_a_chunk_is_spoken_in_the_language_its_script_says(conversation, text, voice_of):

@@ -29,7 +29,14 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "the first token over a 50-turn conversation: the prefix cache, and trimming to the context",
     ),
     "asr": ("voice.bench.asr", "Whisper's final pass: the full 30 s window against the short window"),
-    "languages": ("voice.bench.languages", "other languages: Whisper's language ID and error rates, detecting or held"),
+    "languages": (
+        "voice.bench.languages",
+        "other languages: language ID, error rates, replies in the person's language, voice-to-voice",
+    ),
+    "language_turns": (
+        "voice.bench.language_turns",
+        "turn-taking in other languages: a pause inside a real sentence, with the language's word lists and without",
+    ),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),
