@@ -220,7 +220,7 @@ def load_engines(cfg: EngineConfig, cancelled: threading.Event | None = None) ->
                 ),
             )
         voices = Voices(cfg.voices, cfg.output_rate)
-        timed("tts", lambda: [voices.speaking(code) for code in cfg.languages])
+        timed("tts", lambda: voices.load(cfg.languages))
         smart_turn = timed("smart_turn", lambda: SmartTurn(models.smart_turn_model_path())) if cfg.smart_turn else None
         go_on()
     except BaseException:

@@ -58,7 +58,6 @@ class Voices:
         self._loaded: dict[tuple[str, str], Voice] = {}  # (voice, language) -> engine
         self._kokoro: KokoroModel | None = None
         self._said: set[str] = set()  # languages whose note was said
-        self.load_times: dict[str, float] = {}
 
     @property
     def default(self) -> Voice:
@@ -86,15 +85,24 @@ class Voices:
                 out.append(note)
         return out
 
+    def load(self, languages: tuple[str, ...]) -> None:
+        """Load the voices of ``languages`` now (at start; the caller says their notes)."""
+        for code in languages:
+            self._voice(code)
+
     def speaking(self, language: str) -> Voice:
-        """The voice for ``language``, loaded now if it was not (blocking: the TTS thread's)."""
+        """The voice for ``language``, loaded now if it was not (blocking: the TTS thread's); a
+        language first spoken here that has no native voice is said once, in the log."""
+        for note in self.notes([language]):
+            log.warning("%s", note)
+        return self._voice(language)
+
+    def _voice(self, language: str) -> Voice:
         choice = self.choice(language)
         key = (choice.voice, language if choice.engine == KOKORO else "")
         with self._lock:
             voice = self._loaded.get(key)
             if voice is None:
-                for note in self.notes([language]):
-                    log.warning("%s", note)
                 voice = self._loaded[key] = self._load(choice)
         return voice
 

@@ -15,12 +15,15 @@ from core.audio import ASR_RATE
 from core.events import AsrFinal, Truncate, TtsChunk
 from core.language import LanguageConfig
 from core.words import join_words, unspaced
+from shell.clock import VirtualClock
 from shell.config import SessionConfig
 from shell.engines import Engines
+from shell.session import Session
 from tests.conftest import FIXTURES
 from tests.integration.conftest import run_replay
 from transport.client import talk
 from transport.files import load_audio
+from transport.replay import replay_turns
 from voice.bench.scoring import error_rate
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
@@ -105,9 +108,12 @@ async def test_a_japanese_speaker_is_answered_in_japanese_by_a_japanese_voice(wi
 
 
 async def test_a_barge_in_over_a_japanese_reply_keeps_the_characters_heard(with_qwen):
-    """The recording's second phrase comes while the reply plays: the reply is cut, and the stored
-    turn keeps what was heard of it, character by character, no more."""
-    run = await run_replay(with_qwen, LANGUAGE_FIXTURES / "ja_commonvoice_38833628.wav", config=JAPANESE)
+    """A Japanese question, then another speaker's sentence 1.2 s after it, over the reply: the
+    reply is cut, and the stored turn keeps what was heard of it, character by character, no more."""
+    question = load_audio(LANGUAGE_FIXTURES / "ja_commonvoice_38853932.wav")[: round(2.9 * ASR_RATE)]  # 1st sentence
+    over = load_audio(LANGUAGE_FIXTURES / "ja_commonvoice_38843402.wav")
+    audio = np.concatenate([question, np.zeros(round(1.2 * ASR_RATE), np.float32), over])
+    run = await run_replay(with_qwen, audio, config=JAPANESE)
     assert run.errors == []
     (cut,) = run.of(Truncate)
     spoken = join_words([c.text for c in run.of(TtsChunk) if c.response == cut.response])
@@ -136,3 +142,59 @@ def test_the_voice_of_each_language_speaks_it(engines, language):
     assert len(piece.audio) > engines.output_rate // 2 and float(np.max(np.abs(piece.audio))) > 0.1
     ends = [w.end for w in piece.words]
     assert join_words([w.text for w in piece.words]) == text and ends == sorted(ends) and 0 < ends[0] < ends[-1]
+
+
+async def test_a_spanish_turn_is_answered_with_spanish_audio(with_qwen):
+    """Held to Spanish: Qwen answers, Kokoro's jm_kumo speaks it, and an independent Whisper pass
+    over the reply's audio hears Spanish."""
+    config = SessionConfig(language=LanguageConfig(language="es"))
+    run = await run_replay(with_qwen, LANGUAGE_FIXTURES / "es_fleurs_test_es006.wav", config=config)
+    assert run.errors == []
+    assert with_qwen.voices.choice("es").voice == "jm_kumo"
+    language, words = heard_language(with_qwen, run)
+    assert language == "es", words
+
+
+class Recorder:
+    """The real model, with the messages of each request kept."""
+
+    def __init__(self, llm) -> None:
+        self.llm, self.name, self.requests = llm, llm.name, []
+
+    def stream(self, messages, request_id, tools=None):
+        self.requests.append(messages)
+        return self.llm.stream(messages, request_id, tools=tools)
+
+    async def next_token_probabilities(self, text, k=20):
+        return await self.llm.next_token_probabilities(text, k)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_conversation_that_switches_to_spanish_and_back_follows_the_person(engines):
+    """English, Spanish, English (three real speakers, said in turn), `--language auto`: each
+    turn is heard in its language, the model is told Spanish for the Spanish one only, and each
+    reply is given to the voice of its language (the default model here answers in English: its
+    English text goes to the English voice)."""
+    said = [
+        load_audio(FIXTURES / "ljspeech_LJ001-0002.wav"),
+        load_audio(LANGUAGE_FIXTURES / "es_fleurs_test_es006.wav"),
+        load_audio(FIXTURES / "cmu_arctic_us_axb_a0004.wav"),
+    ]
+    events: list = []
+    config = SessionConfig(language=LanguageConfig(language="auto"))
+    recorder = Recorder(engines.llm)
+    session = Session(dataclasses.replace(engines, llm=recorder), VirtualClock(), config, events.append, lockstep=True)
+    try:
+        await replay_turns(session, said, settle=True)
+    finally:
+        await session.aclose()
+    assert session.errors == []
+    finals = [e for e in events if isinstance(e, AsrFinal) and e.text]
+    assert [e.language or "en" for e in finals] == ["en", "es", "en"]
+    # Each request (a speculative one too) is told Spanish when it answers the Spanish words only.
+    spanish = finals[1].text
+    told = {(r[-1]["content"] == spanish, "speaks Spanish" in r[0]["content"]) for r in recorder.requests}
+    assert told == {(True, True), (False, False)}
+    assert [t.get("language", "en") for t in session.history.to_json() if t["role"] == "user"] == ["en", "es", "en"]

@@ -66,3 +66,12 @@ def test_a_voice_that_names_nothing_is_refused(spec, says):
 )
 def test_a_chunk_is_spoken_in_the_language_its_script_says(conversation, text, voice_of):
     assert chunk_language(conversation, text) == voice_of
+
+
+def test_a_language_without_a_native_voice_is_said_once():
+    from shell.voices import Voices
+
+    voices = Voices(parse_voices([]), 24000)  # nothing is loaded until a language is spoken
+    notes = voices.notes(["en", "es", "ja", "es"])
+    assert len(notes) == 1 and notes[0].startswith("no native Spanish voice")
+    assert voices.notes(["es"]) == []
