@@ -135,7 +135,7 @@ SENTENCES = {
 
 
 @pytest.mark.parametrize("language", list(SENTENCES))
-def test_the_voice_of_each_language_speaks_it(engines, language):
+async def test_the_voice_of_each_language_speaks_it(engines, language):
     """Every language with a bundled voice (core/voices.py) is spoken: audio, and words timed in it."""
     text = SENTENCES[language]
     (piece,) = list(engines.voices.speaking(language).synthesize(text))
