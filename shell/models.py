@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tts.kokoro_tts import MODEL_FILE as KOKORO_MODEL_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_COMMAND = "scripts/setup"
 
@@ -71,7 +73,7 @@ def voice_path(name: str) -> Path:
 def kokoro_dir() -> Path:
     """The Kokoro model's folder (its model, vocabulary and voices)."""
     path = models_dir() / KOKORO_DIR
-    if not (path / "kokoro-v1.0.int8.onnx").exists():
+    if not (path / KOKORO_MODEL_FILE).exists():
         raise MissingModelError(f"the Kokoro voice model is not in {path}; run {SETUP_COMMAND} to provision it")
     return path
 

@@ -41,17 +41,12 @@ def piper_languages(voice_file: Path) -> frozenset[str]:
     return frozenset({code.replace("-", "_").split("_")[0].lower()})
 
 
-def voice_file(voice: str) -> Path:
-    """The file of a piper voice: a bundled name's, or the path given."""
-    return models.voice_path(voice)
-
-
 class Voices:
     """The voice for each language, loaded on first use and kept."""
 
     def __init__(self, table: VoiceTable, output_rate: int) -> None:
         if voice_engine(table.default) != KOKORO and table.default not in models.VOICES:
-            table = VoiceTable(table.default, table.per_language, piper_languages(voice_file(table.default)))
+            table = VoiceTable(table.default, table.per_language, piper_languages(models.voice_path(table.default)))
         self.table = table
         self.output_rate = output_rate
         self._lock = threading.Lock()
@@ -70,36 +65,37 @@ class Voices:
             if voice_engine(voice) == KOKORO:
                 models.kokoro_dir()
             else:
-                voice_file(voice)
+                models.voice_path(voice)
 
     def choice(self, language: str) -> VoiceChoice:
         return self.table.choose(language)
 
     def notes(self, languages: list[str]) -> list[str]:
         """What to say once about ``languages``' voices: which are not native, and how to add one."""
-        out = []
-        for code in languages:
-            note = self.choice(code).note
-            if note and code not in self._said:
-                self._said.add(code)
-                out.append(note)
-        return out
+        return [note for note in (self._unsaid(self.choice(code)) for code in languages) if note]
+
+    def _unsaid(self, choice: VoiceChoice) -> str | None:
+        """``choice``'s note, the first time it is asked for (None: said already, or none)."""
+        if choice.note is None or choice.language in self._said:
+            return None
+        self._said.add(choice.language)
+        return choice.note
 
     def load(self, languages: tuple[str, ...]) -> None:
         """Load the voices of ``languages`` now (at start; the caller says their notes)."""
         for code in languages:
-            self._voice(code)
+            self._voice(self.choice(code))
 
     def speaking(self, language: str) -> Voice:
         """The voice for ``language``, loaded now if it was not (blocking: the TTS thread's); a
         language first spoken here that has no native voice is said once, in the log."""
-        for note in self.notes([language]):
-            log.warning("%s", note)
-        return self._voice(language)
-
-    def _voice(self, language: str) -> Voice:
         choice = self.choice(language)
-        key = (choice.voice, language if choice.engine == KOKORO else "")
+        if (note := self._unsaid(choice)) is not None:
+            log.warning("%s", note)
+        return self._voice(choice)
+
+    def _voice(self, choice: VoiceChoice) -> Voice:
+        key = (choice.voice, choice.language if choice.engine == KOKORO else "")
         with self._lock:
             voice = self._loaded.get(key)
             if voice is None:
@@ -111,4 +107,4 @@ class Voices:
             if self._kokoro is None:
                 self._kokoro = KokoroModel(models.kokoro_dir())
             return KokoroTTS(self._kokoro, choice.voice, choice.language, self.output_rate)
-        return PiperTTS(voice_file(choice.voice), self.output_rate)
+        return PiperTTS(models.voice_path(choice.voice), self.output_rate)

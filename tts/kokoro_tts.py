@@ -32,7 +32,7 @@ from core.ledger import Word
 from core.sentences import speakable
 from core.words import join_words, spoken_units, unspaced
 from tts.alignment import shared_ends, weighted_ends, word_ends
-from tts.piper_tts import SpeechPiece
+from tts.piper_tts import SpeechPiece, onnx_cuda, peak_normalized
 
 SAMPLE_RATE = 24000
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
@@ -56,19 +56,13 @@ _STRESS = re.compile(r"[ˈˌː.,!?;:—…'\"¡¿]")
 _SMALL_KANA = set("ャュョァィゥェォぁぃぅぇぉゃゅょヮゎ")  # no mora of their own
 
 
-def _onnx_cuda() -> bool:
-    import onnxruntime
-
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-
-
 class KokoroModel:
     """The Kokoro model, its vocabulary and its voices, loaded once for every voice and language."""
 
     def __init__(self, model_dir: Path, use_cuda: bool | None = None) -> None:
         import onnxruntime
 
-        self.use_cuda = _onnx_cuda() if use_cuda is None else use_cuda
+        self.use_cuda = onnx_cuda() if use_cuda is None else use_cuda
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if self.use_cuda else ["CPUExecutionProvider"]
         options = onnxruntime.SessionOptions()
         options.enable_mem_pattern = False  # every sentence is a new shape (tts/piper_tts.py)
@@ -133,9 +127,7 @@ class KokoroTTS:
             "speed": np.array([1.0], dtype=np.float32),
         }
         outputs = self._session.run(None, inputs)
-        audio = np.asarray(outputs[0], dtype=np.float32).reshape(-1)
-        peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-        audio = audio / peak * 0.9 if peak > 1e-8 else audio
+        audio = peak_normalized(np.asarray(outputs[0], dtype=np.float32).reshape(-1))
         return audio, (np.asarray(outputs[1]).reshape(-1) if len(outputs) > 1 else None)
 
 

@@ -88,13 +88,20 @@ def _load_voice(voice_path: Path, use_cuda: bool):  # -> piper.PiperVoice
     return PiperVoice(config=PiperConfig.from_dict(config), session=session)
 
 
-def _onnx_cuda() -> bool:
+def onnx_cuda() -> bool:
+    """Whether ONNX Runtime here can run on CUDA (the voices use it when it can)."""
     try:
         import onnxruntime
 
         return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
     except ImportError:
         return False
+
+
+def peak_normalized(audio: np.ndarray) -> np.ndarray:
+    """``audio`` with its peak at 0.9: every voice speaks at the same level (silence as it is)."""
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    return audio / peak * 0.9 if peak > 1e-8 else audio
 
 
 class PiperTTS:
@@ -108,7 +115,7 @@ class PiperTTS:
         import onnxruntime
         from piper.config import SynthesisConfig
 
-        self.use_cuda = _onnx_cuda() if use_cuda is None else use_cuda
+        self.use_cuda = onnx_cuda() if use_cuda is None else use_cuda
         self.voice = _load_voice(voice_path, self.use_cuda)
         self._run_options = onnxruntime.RunOptions()
         if not self.use_cuda:
@@ -140,9 +147,7 @@ class PiperTTS:
             taken += len(mine)
             ids = self.voice.phonemes_to_ids(phonemes)
             audio, id_samples = self._run(ids, config)
-            peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-            if peak > 1e-8:
-                audio = audio / peak * 0.9
+            audio = peak_normalized(audio)
             ph_samples = self._phoneme_samples(phonemes, ids, id_samples)
             if self.output_rate != self.voice_rate:
                 ratio = self.output_rate / self.voice_rate

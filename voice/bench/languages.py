@@ -163,12 +163,9 @@ async def english_real_time(engines, audios: list, repeats: int) -> dict:
     import dataclasses
 
     from core.language import LanguageConfig
-    from shell.clock import MonotonicClock
     from shell.config import SessionConfig
     from shell.engines import EngineConfig, make_llm
-    from shell.session import Session
-    from transport.replay import replay
-    from voice.app.latency import turn_latencies
+    from voice.bench.pipeline import streaming_run
 
     smollm = await asyncio.to_thread(make_llm, EngineConfig(llm_model="smollm2-135m"))
     ways = {"en (smollm2-135m)": (dataclasses.replace(engines, llm=smollm), "en"), f"auto ({LLM})": (engines, "auto")}
@@ -176,14 +173,9 @@ async def english_real_time(engines, audios: list, repeats: int) -> dict:
     for _ in range(repeats):
         for audio in audios:
             for name, (eng, setting) in ways.items():
-                events: list = []
                 config = SessionConfig(language=LanguageConfig(language=setting))
-                session = Session(eng, MonotonicClock(), config, on_event=events.append)
-                try:
-                    await replay(session, audio, settle=False)
-                finally:
-                    await session.aclose()
-                v2v[name] += [t.voice_to_voice_s for t in turn_latencies(events) if t.voice_to_voice_s is not None]
+                turns, _ = await streaming_run(eng, audio, config)
+                v2v[name] += [t["voice_to_voice_s"] for t in turns if t["voice_to_voice_s"] is not None]
     await smollm.close()
     return {
         name: {"turns": len(v), "v2v_ms_p50": round(1000 * statistics.median(v)) if v else None}
