@@ -49,7 +49,7 @@ class Voices:
             table = VoiceTable(table.default, table.per_language, piper_languages(models.voice_path(table.default)))
         self.table = table
         self.output_rate = output_rate
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a voice loaded under it loads the Kokoro model under it too
         self._loaded: dict[tuple[str, str], Voice] = {}  # (voice, language) -> engine
         self._kokoro: KokoroModel | None = None
         self._said: set[str] = set()  # languages whose note was said
@@ -104,7 +104,20 @@ class Voices:
 
     def _load(self, choice: VoiceChoice) -> Voice:
         if choice.engine == KOKORO:
+            return KokoroTTS(self._kokoro_model(), choice.voice, choice.language, self.output_rate)
+        return PiperTTS(models.voice_path(choice.voice), self.output_rate)
+
+    def other(self, voice: str, language: str, pace: float = 1.0) -> Voice:
+        """``voice`` (a bundled name or a piper file) speaking ``language`` at ``pace`` (faster above 1), made
+        now and not kept: a voice that is not the assistant's, such as a test scenario's person. The Kokoro
+        model is the one the assistant's voices share. Raises MissingModelError, or ValueError for an
+        unknown Kokoro voice."""
+        if voice_engine(voice) == KOKORO:
+            return KokoroTTS(self._kokoro_model(), voice, language, self.output_rate, speed=pace)
+        return PiperTTS(models.voice_path(voice), self.output_rate, length_scale=1 / pace)
+
+    def _kokoro_model(self) -> KokoroModel:
+        with self._lock:
             if self._kokoro is None:
                 self._kokoro = KokoroModel(models.kokoro_dir())
-            return KokoroTTS(self._kokoro, choice.voice, choice.language, self.output_rate)
-        return PiperTTS(models.voice_path(choice.voice), self.output_rate)
+            return self._kokoro

@@ -75,12 +75,13 @@ class KokoroModel:
 class KokoroTTS:
     """One Kokoro voice speaking one language (shared by every session)."""
 
-    def __init__(self, model: KokoroModel, voice: str, language: str, output_rate: int) -> None:
+    def __init__(self, model: KokoroModel, voice: str, language: str, output_rate: int, speed: float = 1.0) -> None:
         if voice not in model.styles:
             raise ValueError(f"Kokoro has no voice {voice!r} (it has {', '.join(model.styles)})")
         self.name = voice
         self.language = language
         self.output_rate = output_rate
+        self.speed = speed  # faster above 1
         self._session = model.session
         self._vocab = model.vocab
         self._style = model.styles[voice]
@@ -124,7 +125,7 @@ class KokoroTTS:
         inputs = {
             "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
             "style": style,
-            "speed": np.array([1.0], dtype=np.float32),
+            "speed": np.array([self.speed], dtype=np.float32),
         }
         outputs = self._session.run(None, inputs)
         audio = peak_normalized(np.asarray(outputs[0], dtype=np.float32).reshape(-1))

@@ -106,12 +106,18 @@ def peak_normalized(audio: np.ndarray) -> np.ndarray:
 
 class PiperTTS:
     def __init__(
-        self, voice_path: Path, output_rate: int, use_cuda: bool | None = None, noise_w_scale: float | None = 0.0
+        self,
+        voice_path: Path,
+        output_rate: int,
+        use_cuda: bool | None = None,
+        noise_w_scale: float | None = 0.0,
+        length_scale: float | None = None,
     ) -> None:
         """``noise_w_scale=0`` fixes phoneme durations: the same text always
         takes the same number of samples, so replays on virtual time repeat
         exactly (the waveform's own noise still varies, inaudibly). ``None``
-        keeps the voice's random durations."""
+        keeps the voice's random durations. ``length_scale``: slower above 1
+        (None: the voice's own pace)."""
         import onnxruntime
         from piper.config import SynthesisConfig
 
@@ -124,10 +130,10 @@ class PiperTTS:
         self.name = voice_path.stem
         self.voice_rate = self.voice.config.sample_rate
         self.output_rate = output_rate
-        self._syn_config = SynthesisConfig(noise_w_scale=noise_w_scale)
+        self._syn_config = SynthesisConfig(noise_w_scale=noise_w_scale, length_scale=length_scale)
         # Virtual-time replays also take the generator's noise out, so the audio
         # (and so the echo the microphone hears) is the same on every run.
-        self._exact_config = SynthesisConfig(noise_w_scale=0.0, noise_scale=0.0)
+        self._exact_config = SynthesisConfig(noise_w_scale=0.0, noise_scale=0.0, length_scale=length_scale)
 
     def synthesize(
         self, text: str, cancel: threading.Event | None = None, exact: bool = False

@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from asr.whisper import known_language
 from core.events import (
     AsrFinal,
     Backchannel,
@@ -39,11 +38,7 @@ from core.events import (
     Truncate,
     TtsChunk,
 )
-from core.voices import VoiceSpecError, parse_voices
-from shell import models
 from shell.engines import LoadInterrupted
-from shell.models import MissingModelError
-from shell.tools import ToolDefinitionError, Tools, load_tools
 from transport.files import AudioInputError, load_audio
 from voice.app.modes.desk import run_local
 from voice.app.modes.replay import run_replay
@@ -54,10 +49,9 @@ from voice.app.runtime import (
     Runtime,
     UsageError,
     end_of_turn_config,
-    engine_config,
     fail,
     open_store,
-    session_config,
+    run_setup,
     set_up_logging,
 )
 
@@ -131,36 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             audio = load_audio(args.replay)
         except AudioInputError as e:
             return fail(str(e))
-    if args.early_final_ms <= 0:
-        return fail("--early-final-ms must be positive (--no-early-final: none)")
-    if not known_language(args.language):
-        return fail(f"--language {args.language}: not a language Whisper knows (a code such as en, es, ja; or auto)")
     try:
-        parse_voices(args.voice or [])
-    except VoiceSpecError as e:
-        return fail(f"--voice {e}")
-    try:
-        end_of_turn = end_of_turn_config(args)
-    except ValueError as e:
-        return fail(f"--turn-*: {e}")
-    tools: Tools | None = None
-    if args.tools:
-        try:
-            tools = load_tools(args.tools)
-        except ToolDefinitionError as e:
-            return fail(f"--tools: {e}")
-    # SmolLM2-135M answers in English only; Qwen2.5-Coder-0.5B in the person's language too.
-    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools or args.language != "en" else "smollm2-135m")
-    if tools and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
-        return fail(
-            f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
-        )
-    engine_cfg = engine_config(args, llm_model, smart_turn=end_of_turn is not None)
-    session_cfg = session_config(args, end_of_turn)
-    try:
-        engine_cfg.check_models()
-    except MissingModelError as e:
+        setup = run_setup(args)
+    except UsageError as e:
         return fail(str(e))
+    engine_cfg, session_cfg, tools = setup.engine, setup.session, setup.tools
     try:
         if args.serve:
             return asyncio.run(run_serve(args, engine_cfg, session_cfg, tools))

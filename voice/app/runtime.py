@@ -12,17 +12,21 @@ import signal
 import sys
 import time
 
+from asr.whisper import known_language
 from core.barge_in import BargeInPolicy
 from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
+from core.voices import VoiceSpecError, parse_voices
 from llm.base import GenerationConfig
+from shell import models
 from shell.clock import Clock
 from shell.config import SessionConfig
 from shell.engines import EngineConfig, Engines, start_engines
+from shell.models import MissingModelError
 from shell.session import Session
-from shell.tools import Tools
+from shell.tools import ToolDefinitionError, Tools, load_tools
 from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
@@ -99,6 +103,51 @@ def session_config(args: argparse.Namespace, end_of_turn: EndOfTurnConfig | None
     if args.system_prompt is not None:
         config = dataclasses.replace(config, system_prompt=args.system_prompt)
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSetup:
+    """What a run's options ask for: the engines, how each conversation is held, the tools."""
+
+    engine: EngineConfig
+    session: SessionConfig
+    tools: Tools | None
+
+
+def run_setup(args: argparse.Namespace) -> RunSetup:
+    """The configurations ``args`` make, checked before anything slow is loaded (the tools file is
+    imported, the model files looked for). Raises UsageError, saying which option is wrong."""
+    if args.early_final_ms <= 0:
+        raise UsageError("--early-final-ms must be positive (--no-early-final: none)")
+    if not known_language(args.language):
+        known = "a code such as en, es, ja; or auto"
+        raise UsageError(f"--language {args.language}: not a language Whisper knows ({known})")
+    try:
+        parse_voices(args.voice or [])
+    except VoiceSpecError as e:
+        raise UsageError(f"--voice {e}") from None
+    try:
+        end_of_turn = end_of_turn_config(args)
+    except ValueError as e:
+        raise UsageError(f"--turn-*: {e}") from None
+    tools: Tools | None = None
+    if args.tools:
+        try:
+            tools = load_tools(args.tools)
+        except ToolDefinitionError as e:
+            raise UsageError(f"--tools: {e}") from None
+    # SmolLM2-135M answers in English only; Qwen2.5-Coder-0.5B in the person's language too.
+    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools or args.language != "en" else "smollm2-135m")
+    if tools and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
+        raise UsageError(
+            f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
+        )
+    engine_cfg = engine_config(args, llm_model, smart_turn=end_of_turn is not None)
+    try:
+        engine_cfg.check_models()
+    except MissingModelError as e:
+        raise UsageError(str(e)) from None
+    return RunSetup(engine_cfg, session_config(args, end_of_turn), tools)
 
 
 def call_config(args: argparse.Namespace) -> CallConfig:

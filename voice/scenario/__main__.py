@@ -1,0 +1,122 @@
+"""``python -m voice.scenario run FILE.yaml... [--junit OUT.xml] [--json DIR] [--report DIR] [--record DIR]``.
+
+Runs each scenario on virtual time (engines loaded once and shared), prints a line per
+expectation, and exits 0 when every one passed, 1 when one failed, 2 when a file or option is
+wrong (said in one line, before anything is loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from voice.app.runtime import EXIT_USAGE, set_up_logging
+from voice.scenario.report import junit, result_json, summary, table
+from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
+from voice.scenario.spec import Scenario, ScenarioError, load_scenario
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m voice.scenario", description=__doc__.split("\n\n")[1])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run scenario files and check what they expect")
+    run.add_argument("files", nargs="+", type=Path, metavar="FILE.yaml")
+    run.add_argument("--junit", type=Path, metavar="OUT.xml", help="write JUnit XML (a test case per expectation)")
+    run.add_argument("--json", type=Path, metavar="DIR", help="write each scenario's result as DIR/NAME.json")
+    run.add_argument(
+        "--report", type=Path, metavar="DIR", help="write an HTML page per scenario (waveforms, events) into DIR"
+    )
+    run.add_argument("--record", type=Path, metavar="DIR", help="write each conversation as DIR/NAME.wav (stereo)")
+    run.add_argument("--verbose", action="store_true", help="the engines' logs too")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    set_up_logging(argparse.Namespace(verbose=args.verbose, log_json=False))
+    try:
+        scenarios = [load_scenario(f) for f in args.files]
+        for s in scenarios:  # every agent checked (tools imported, models found) before a minute of loading
+            agent_setup(s)
+    except ScenarioError as e:
+        print(f"voice.scenario: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    names = [s.name for s in scenarios]
+    if len(set(names)) != len(names):
+        print("voice.scenario: two scenarios have the same name (name: in the file)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        results, wall = asyncio.run(_run_all(scenarios))
+    except ScenarioError as e:
+        print(f"voice.scenario: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(table(results))
+    print()
+    print(summary(results))
+    _write(args, results, wall)
+    return 0 if all(r.passed for r in results) else 1
+
+
+async def _run_all(scenarios: list[Scenario]) -> tuple[list[ScenarioResult], dict[str, float]]:
+    engines = LoadedEngines()
+    results: list[ScenarioResult] = []
+    wall: dict[str, float] = {}
+    try:
+        for s in scenarios:
+            print(f"{s.name} ...", file=sys.stderr, flush=True)
+            load_before = engines.load_s
+            t0 = time.monotonic()
+            result = await run_scenario(s, engines)
+            took = time.monotonic() - t0 - (engines.load_s - load_before)
+            wall[s.name] = took
+            results.append(result)
+            verdict = "passed" if result.passed else "FAILED"
+            print(
+                f"{s.name}: {verdict}, {result.duration_s:.1f} s of conversation in {took:.1f} s"
+                f" ({took / max(result.duration_s, 1e-9):.2f}x; engines loaded in {engines.load_s:.1f} s, not counted)",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        await engines.aclose()
+    return results, wall
+
+
+def _write(args: argparse.Namespace, results: list[ScenarioResult], wall: dict[str, float]) -> None:
+    from transport.files import write_wav
+
+    if args.junit is not None:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(junit(results, wall), encoding="utf-8")
+        print(f"wrote {args.junit}")
+    if args.json is not None:
+        args.json.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            out = args.json / f"{_file_name(r.scenario.name)}.json"
+            out.write_text(json.dumps(result_json(r), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}/*.json")
+    for folder in (args.record, args.report):
+        if folder is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            write_wav(folder / f"{_file_name(r.scenario.name)}.wav", r.recording.stereo(), r.output_rate)
+        print(f"wrote {folder}/*.wav")
+    if args.report is not None:
+        from voice.scenario.html import write_report
+
+        for r in results:
+            write_report(args.report / f"{_file_name(r.scenario.name)}.html", r, f"{_file_name(r.scenario.name)}.wav")
+        print(f"wrote {args.report}/*.html")
+
+
+def _file_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "scenario"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""One scenario through one session on virtual time, on the engines, and what it showed.
+
+The agent is configured exactly as ``python -m voice.run`` would be with the scenario's ``agent``
+options (the same parser and checks). The person's turns are rendered, the feed says them as the
+microphone of a replay device, recorded (the person left, the assistant as heard right), and the
+pump drives the session in lockstep: engine work takes no time on the timeline, so every event
+and every sample is the same on every run. Then the expectations are checked; the reply's
+language is what Whisper hears in the reply's own audio, and the judge (if asked) is the local
+model's yes or no.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import soxr
+
+from core.audio import ASR_RATE
+from core.events import Event, PlaybackStart, TurnEnd
+from llm.base import Delta
+from shell.clock import VirtualClock
+from shell.engines import EngineConfig, Engines, make_llm, start_engines
+from shell.pump import Pump
+from shell.recording import Recording, RecordingDevice
+from shell.session import Session
+from transport.echo_path import EchoPath
+from transport.replay import ReplayDevice
+from voice.app.logs import fan_out
+from voice.app.options import build_parser
+from voice.app.runtime import RunSetup, UsageError, call_config, run_setup
+from voice.scenario.expect import Check, Judgement, Observed, check
+from voice.scenario.feed import Feed, Placed
+from voice.scenario.person import TurnAudio, render
+from voice.scenario.spec import Cue, Scenario, ScenarioError
+
+FIRST_CUE = Cue("at", 0.5)
+NEXT_CUE = Cue("after_reply_end", 0.5)  # a person who waits for the answer, then speaks
+# The fields of EngineConfig that make the LLM: scenarios that differ only in them share the rest.
+LLM_FIELDS = (
+    "llm_model", "tool_parser", "llm_url", "llm_urls", "llm_affinity", "llm_compile", "llm_dtype", "generation"
+)  # fmt: skip
+
+
+def agent_setup(scenario: Scenario) -> tuple[argparse.Namespace, RunSetup]:
+    """The scenario's agent, as ``python -m voice.run`` reads the same options. Raises ScenarioError."""
+    argv: list[str] = []
+    for key, value in scenario.agent.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False or value is None:
+            continue
+        else:
+            argv += [x for v in (value if isinstance(value, list) else [value]) for x in (flag, str(v))]
+    parser = build_parser()
+    parser.exit_on_error = False
+    try:
+        args = parser.parse_args(argv)
+    except (argparse.ArgumentError, SystemExit) as e:
+        raise ScenarioError(f"{scenario.path}: agent: {e}") from None
+    try:
+        return args, run_setup(args)
+    except UsageError as e:
+        raise ScenarioError(f"{scenario.path}: agent: {e}") from None
+
+
+class EngineSource(Protocol):
+    """Where a scenario gets its engines: loaded once, shared by every scenario that can."""
+
+    async def get(self, config: EngineConfig) -> Engines: ...
+
+
+class LoadedEngines:
+    """Engines loaded for the scenarios of one run: the speech engines once, an LLM per model asked for."""
+
+    def __init__(self) -> None:
+        self._config: EngineConfig | None = None
+        self._engines: Engines | None = None
+        self._llms: dict[str, Any] = {}
+        self.load_s = 0.0  # loading (cold start), not counted in any scenario
+
+    async def get(self, config: EngineConfig) -> Engines:
+        import time
+
+        t0 = time.monotonic()
+        if self._engines is None or _without_llm(config) != _without_llm(self._config):
+            await self.aclose()
+            self._engines = await start_engines(config)
+            self._config = config
+            self._llms = {_llm_key(config): self._engines.llm}
+        key = _llm_key(config)
+        if key not in self._llms:
+            self._llms[key] = await asyncio.to_thread(make_llm, config)
+        self.load_s += time.monotonic() - t0
+        return dataclasses.replace(self._engines, llm=self._llms[key])
+
+    async def aclose(self) -> None:
+        if self._engines is None:
+            return
+        for llm in self._llms.values():
+            if llm is not self._engines.llm:
+                await llm.close()
+        await self._engines.aclose()
+        self._engines = None
+        self._llms = {}
+
+
+def _without_llm(config: EngineConfig | None) -> EngineConfig | None:
+    if config is None:
+        return None
+    default = EngineConfig()
+    return dataclasses.replace(config, **{f: getattr(default, f) for f in LLM_FIELDS})
+
+
+def _llm_key(config: EngineConfig) -> str:
+    return repr(tuple(getattr(config, f) for f in LLM_FIELDS))
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    checks: list[Check]
+    observed: Observed
+    recording: Recording
+    output_rate: int
+    turns: list[TurnAudio] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def events(self) -> list[Event]:
+        return self.observed.events
+
+    @property
+    def placed(self) -> list[Placed]:
+        return self.observed.placed
+
+    @property
+    def duration_s(self) -> float:
+        return self.recording.mic_samples / ASR_RATE
+
+
+async def run_scenario(scenario: Scenario, source: EngineSource, setup: RunSetup | None = None) -> ScenarioResult:
+    """Run ``scenario`` on engines from ``source``, on virtual time, and check what it expects.
+    ``setup``: the agent instead of the scenario's (the unit tests' stand-in engines)."""
+    args, agent = agent_setup(scenario)
+    setup = setup or agent
+    engines = await source.get(setup.engine)
+    session_cfg = setup.session
+    if scenario.call:
+        session_cfg = dataclasses.replace(session_cfg, call=call_config(args))
+    turns = await asyncio.to_thread(_render_all, scenario, engines)
+    cues = [t.cue or (NEXT_CUE if i or scenario.call else FIRST_CUE) for i, t in enumerate(scenario.turns)]
+    events: list[Event] = []
+    session: Session | None = None
+    feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
+                listen_s=scenario.listen_s)  # fmt: skip
+    session = Session(
+        engines, VirtualClock(), session_cfg, fan_out(events.append, feed.on_event), lockstep=True, tools=setup.tools
+    )
+    echo = None if scenario.echo is None else EchoPath(scenario.echo.db, scenario.echo.delay_ms)
+    device = RecordingDevice(ReplayDevice(feed.source, engines.output_rate, echo), engines.output_rate)
+    try:
+        await Pump(session, device, settle=True).run()
+    finally:
+        await session.aclose()
+    observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set())
+    rec = device.recording
+    wanted = [t.expect for t in scenario.turns] + [scenario.expect]
+    if any(e.language for e in wanted):
+        observed.reply_languages = await asyncio.to_thread(_reply_languages, engines, events, rec)
+    if any(e.judge for e in wanted):
+        observed.judged = await _judge(scenario, engines, observed)
+    return ScenarioResult(scenario, check(scenario, observed), observed, rec, engines.output_rate, turns)
+
+
+def _render_all(scenario: Scenario, engines: Engines) -> list[TurnAudio]:
+    person = scenario.person
+    made: list[Any] = []
+
+    def voice():
+        if not made:
+            made.append(engines.voices.other(person.voice, person.language, person.speed))
+        return made[0]
+
+    def word_times(audio: np.ndarray, language: str) -> list[tuple[str, float]]:
+        segments, _ = engines.asr_final.model.transcribe(audio, language=language, beam_size=1, word_timestamps=True)
+        return [(w.word, w.end) for s in segments for w in s.words]
+
+    return [render(t, person, voice, engines.output_rate, word_times) for t in scenario.turns]
+
+
+def _reply_languages(engines: Engines, events: list[Event], rec: Recording) -> dict[int, str]:
+    """The language Whisper hears in each reply's audio, from its first sample to its end."""
+    starts = {e.response: e.t for e in events if isinstance(e, PlaybackStart)}
+    ends = {e.response: e.t for e in events if isinstance(e, TurnEnd)}
+    track = rec.assistant()
+    out: dict[int, str] = {}
+    for response, start in starts.items():
+        end = ends.get(response, len(track) / rec.output_rate)
+        audio = track[round(start * rec.output_rate) : round(end * rec.output_rate)]
+        if len(audio) < rec.output_rate // 2:
+            continue
+        audio = soxr.resample(audio, rec.output_rate, ASR_RATE).astype(np.float32)
+        out[response] = engines.asr_final.recognize(audio, language="auto").language
+    return out
+
+
+JUDGE_PROMPT = (
+    "You check a voice assistant's replies. You are given what the person said, what the assistant "
+    "replied, and a question about the reply. Answer with one word: yes or no."
+)
+
+
+async def _judge(scenario: Scenario, engines: Engines, observed: Observed) -> dict[tuple[int | None, str], Judgement]:
+    """The local model's yes or no to each judge question (the one check that may vary between runs)."""
+    out: dict[tuple[int | None, str], Judgement] = {}
+    asked: list[tuple[int | None, str, str, str]] = []
+    for i, turn in enumerate(scenario.turns):
+        placed = next((p for p in observed.placed if p.index == i), None)
+        if turn.expect.judge and placed is not None:
+            utterances = observed.utterances(placed)
+            reply = observed.reply_text(observed.replies(utterances))
+            asked.append((i, turn.expect.judge, observed.heard_text(utterances), reply))
+    if scenario.expect.judge:
+        said = "\n".join(f"{t['role']}: {t['text']}" for t in observed.transcript if t["role"] != "tool")
+        asked.append((None, scenario.expect.judge, said, ""))
+    for n, (i, question, heard, reply) in enumerate(asked):
+        if i is not None and not reply:
+            continue
+        content = (
+            f"The conversation:\n{heard}\n\nQuestion: {question}"
+            if i is None
+            else f"The person said: {heard}\nThe assistant replied: {reply}\n\nQuestion: {question}"
+        )
+        messages = [{"role": "system", "content": JUDGE_PROMPT}, {"role": "user", "content": content}]
+        answer = ""
+        async for piece in engines.llm.stream(messages, f"judge-{id(observed):x}-{n}"):
+            if isinstance(piece, Delta):
+                answer += piece
+        out[(i, question)] = Judgement(bool(re.match(r"\W*yes\b", answer.strip(), re.IGNORECASE)), answer.strip())
+    return out
