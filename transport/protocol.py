@@ -40,10 +40,13 @@ from core.events import (
     TtsChunk,
     TurnEnd,
 )
-from transport.wire import Invalid, read_message
+from transport.wire import Invalid, quote, read_message
 
 PROTOCOL_VERSION = 1
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+# Messages a client may ask for in ``hello.extra_events``, besides the events it is always sent:
+# the shape of the generic PCM-over-WebSocket protocol outside harnesses read (voicebench's).
+EXTRA_EVENTS = ("transcript", "clear")
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,11 @@ def send_json(message: dict[str, Any]) -> Send:
     return Send(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
 
 
+def transcript(t: float, role: str, text: str, final: bool) -> Send:
+    """A ``transcript`` message (``hello.extra_events``): ``role`` is ``user`` or ``agent``, as harnesses read it."""
+    return send_json({"type": "transcript", "t": t, "role": role, "text": text, "final": final})
+
+
 def pcm16_to_float(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
@@ -171,6 +179,8 @@ class HelloMessage(msgspec.Struct, frozen=True):
     lead_ms: float | msgspec.UnsetType = msgspec.UNSET  # its range is the server's Limits
     session: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
     language: Annotated[str, msgspec.Meta(min_length=2, max_length=4)] | None = None
+    # Names from EXTRA_EVENTS; checked in the dialect, so that a wrong one is named with the right ones.
+    extra_events: Annotated[tuple[Annotated[str, msgspec.Meta(max_length=64)], ...], msgspec.Meta(max_length=8)] = ()
 
 
 class PlayedMessage(msgspec.Struct, frozen=True):
@@ -242,6 +252,8 @@ class VoiceProtocol:
         self.output_rate = output_rate
         self.limits = limits or Limits()
         self.configured: Configure | None = None
+        self.extra_events: frozenset[str] = frozenset()  # what hello asked for besides the events
+        self._said: dict[int, list[str]] = {}  # each reply's chunks so far (the agent's "transcript")
 
     # -- client -> server -------------------------------------------------
 
@@ -290,6 +302,11 @@ class VoiceProtocol:
         if m.language is not None and not known_language(m.language):
             said = f"'language' {m.language} is not one Whisper knows: a code such as en, es, ja, or auto"
             return [send_json(error("invalid_message", said))]
+        unknown = [name for name in m.extra_events if name not in EXTRA_EVENTS]
+        if unknown:
+            said = f"'extra_events' names messages to add ({', '.join(EXTRA_EVENTS)}), not {quote(unknown[0])}"
+            return [send_json(error("invalid_message", said))]
+        self.extra_events = frozenset(m.extra_events)
         self.configured = Configure(
             m.sample_rate, m.acks, lead_ms / 1000, m.echo_cancel, resume=m.session, language=m.language
         )
@@ -330,7 +347,25 @@ class VoiceProtocol:
             value = getattr(event, name)
             if name == f or value is not None:
                 out[name] = value
-        return [send_json(out)]
+        return [send_json(out), *self._extra(event)]
+
+    def _extra(self, event: Event) -> list[Send]:
+        """What ``event`` also makes for a client that asked for ``hello.extra_events``: transcripts as
+        ``{"type": "transcript", "role": "user"|"agent", "text", "final"}`` (the agent's partial is its
+        reply so far, its final what was heard of it) and ``clear`` when the buffer is to be flushed."""
+        if "transcript" in self.extra_events:
+            if isinstance(event, AsrPartial | AsrFinal):
+                return [transcript(event.t, "user", event.text, final=isinstance(event, AsrFinal))]
+            if isinstance(event, TtsChunk):
+                said = self._said.setdefault(event.response, [])
+                said.append(event.text.strip())
+                return [transcript(event.t, "agent", " ".join(filter(None, said)), final=False)]
+            if isinstance(event, TurnEnd):
+                self._said.pop(event.response, None)
+                return [transcript(event.t, "agent", event.text, final=True)]
+        if "clear" in self.extra_events and isinstance(event, PlaybackStopped):
+            return [send_json({"type": "clear", "t": event.t})]
+        return []
 
     def error(self, code: str, message: str, fatal: bool = False, t: float | None = None) -> list[Send]:
         return [send_json(error(code, message, fatal, t))]

@@ -14,7 +14,25 @@ import struct
 import numpy as np
 import pytest
 
+from core.events import (
+    AsrFinal,
+    AsrPartial,
+    Backchannel,
+    BargeIn,
+    LlmFirstToken,
+    PlaybackPaused,
+    PlaybackResumed,
+    PlaybackStart,
+    PlaybackStopped,
+    ResponseStart,
+    SpeechEnd,
+    SpeechStart,
+    Truncate,
+    TtsChunk,
+    TurnEnd,
+)
 from transport.protocol import (
+    PUBLIC_EVENTS,
     AudioIn,
     CancelReply,
     Configure,
@@ -219,6 +237,138 @@ def test_second_hello_is_refused_and_changes_nothing(started):
     message = "the session is already started; 'hello' comes once"
     assert sent(started.receive_text(hello(sample_rate=48000))) == [err("not_ready", message)]
     assert started.configured == before
+
+
+# -- hello.extra_events: the messages outside harnesses read (voicebench) -----------
+
+# A turn, a reply the person cuts, a backchannel over the next: the events the core emits.
+CONVERSATION = [
+    SpeechStart(0.4, onset=0.2, utterance=1),
+    AsrPartial(0.9, text="what time", stable="what"),
+    SpeechEnd(1.6, end=1.1, utterance=1, level_db=-22.0),
+    AsrFinal(1.7, text="what time is it", utterance=1),
+    ResponseStart(1.7, response=1, utterance=1, text="what time is it"),
+    LlmFirstToken(1.8, response=1),  # internal: sent to no one
+    TtsChunk(2.0, response=1, chunk=1, text="It is noon."),
+    PlaybackStart(2.02, response=1),  # internal
+    TtsChunk(2.4, response=1, chunk=2, text="Lunch is ready."),
+    PlaybackPaused(2.9, response=1, utterance=None),
+    BargeIn(3.3, response=1, utterance=2, reason="words", paused_at=2.9, tokens=9),
+    PlaybackStopped(3.3, response=1),
+    Truncate(3.3, response=1, audio_end_ms=880, text="It is noon."),
+    TurnEnd(3.3, response=1, text="It is noon.", interrupted=True),
+    AsrFinal(3.5, text="stop", utterance=2),
+    ResponseStart(3.5, response=2, utterance=2, text="stop"),
+    TtsChunk(3.9, response=2, chunk=1, text="Sure."),
+    Backchannel(4.2, utterance=3, text="okay"),
+    PlaybackResumed(4.2, response=2, reason="backchannel"),
+    TurnEnd(4.6, response=2, text="Sure."),
+]
+
+
+def conversation(proto: VoiceProtocol) -> list[dict]:
+    """What the client is sent of CONVERSATION, in order."""
+    return [message for event in CONVERSATION for message in sent(proto.event(event))]
+
+
+def said(messages: list[dict], kind: str) -> list[dict]:
+    return [m for m in messages if m["type"] == kind]
+
+
+def test_without_extra_events_only_our_events_are_sent(started):
+    ours = {name for name, _ in PUBLIC_EVENTS.values()}
+    messages = conversation(started)
+    assert len(messages) == len(CONVERSATION) - 2  # one a public event, none for the two internal ones
+    assert {m["type"] for m in messages} <= ours and not {"transcript", "clear"} & ours
+    assert started.extra_events == frozenset()
+
+
+@pytest.mark.parametrize("extra", [[], ["transcript"], ["clear"], ["transcript", "clear"], ["clear", "clear"]])
+def test_extra_events_leave_the_session_and_our_events_as_they_were(proto, extra):
+    plain = VoiceProtocol("s0", output_rate=24000)
+    agreed = plain.receive_text(hello())
+    assert proto.receive_text(hello(extra_events=extra)) == agreed  # the connection is told nothing new
+    assert proto.extra_events == frozenset(extra)
+    ours = [m for m in conversation(proto) if m["type"] not in ("transcript", "clear")]
+    assert ours == conversation(plain)  # added, in order after the event they come of; nothing else changes
+
+
+def test_extra_transcript_sends_what_the_person_said_and_what_was_heard_of_the_reply(proto):
+    proto.receive_text(hello(extra_events=["transcript"]))
+    messages = conversation(proto)
+    assert said(messages, "transcript") == [
+        {"type": "transcript", "t": 0.9, "role": "user", "text": "what time", "final": False},
+        {"type": "transcript", "t": 1.7, "role": "user", "text": "what time is it", "final": True},
+        {"type": "transcript", "t": 2.0, "role": "agent", "text": "It is noon.", "final": False},
+        {"type": "transcript", "t": 2.4, "role": "agent", "text": "It is noon. Lunch is ready.", "final": False},
+        {"type": "transcript", "t": 3.3, "role": "agent", "text": "It is noon.", "final": True},  # as heard
+        {"type": "transcript", "t": 3.5, "role": "user", "text": "stop", "final": True},
+        {"type": "transcript", "t": 3.9, "role": "agent", "text": "Sure.", "final": False},  # its own reply's
+        {"type": "transcript", "t": 4.6, "role": "agent", "text": "Sure.", "final": True},
+    ]
+    assert said(messages, "clear") == []
+    assert proto._said == {}  # each reply's text is let go at its turn_end
+
+
+def test_extra_transcript_follows_the_event_it_comes_of(proto):
+    proto.receive_text(hello(extra_events=["transcript"]))
+    kinds = [m["type"] for m in sent(proto.event(AsrFinal(1.7, text="hi", utterance=1)))]
+    assert kinds == ["transcript_final", "transcript"]
+
+
+def test_extra_transcript_of_an_utterance_with_no_words_is_an_empty_final(proto):
+    # Sent, not left out: a harness scoring the words counts what was not heard.
+    proto.receive_text(hello(extra_events=["transcript"]))
+    (_, message) = sent(proto.event(AsrFinal(2.0, text="", utterance=4)))
+    assert message == {"type": "transcript", "t": 2.0, "role": "user", "text": "", "final": True}
+
+
+def test_extra_transcript_always_says_final_and_never_names_the_agent_assistant(proto):
+    # voicebench reads a transcript without "final" as final, and any role but "agent" as the user's.
+    proto.receive_text(hello(extra_events=["transcript"]))
+    for message in said(conversation(proto), "transcript"):
+        assert isinstance(message["final"], bool) and message["role"] in ("user", "agent")
+        assert isinstance(message["text"], str)
+
+
+def test_extra_clear_comes_when_the_buffer_is_to_be_flushed(proto):
+    proto.receive_text(hello(extra_events=["clear"]))
+    messages = conversation(proto)
+    assert said(messages, "clear") == [{"type": "clear", "t": 3.3}]  # playback_stopped's, not the pause's
+    assert said(messages, "transcript") == []
+    kinds = [m["type"] for m in messages]
+    assert kinds.index("clear") == kinds.index("playback_stopped") + 1
+
+
+def test_extra_messages_are_compact_utf8_json(proto):
+    proto.receive_text(hello(extra_events=["transcript"]))
+    (_, message) = proto.event(AsrFinal(1.0, text="café", utterance=1))
+    assert message.message == '{"type":"transcript","t":1.0,"role":"user","text":"café","final":true}'
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["transcripts"], '\'extra_events\' names messages to add (transcript, clear), not "transcripts"'),
+     (["transcript", "Clear"], '\'extra_events\' names messages to add (transcript, clear), not "Clear"'),
+     (["x" * 64], "'extra_events' names messages to add (transcript, clear), not \"" + "x" * 60 + '"…'),
+     ("transcript", "hello: Expected array, got str (at extra_events)"),
+     (True, "hello: Expected array, got bool (at extra_events)"),
+     (None, "hello: Expected array, got null (at extra_events)"),
+     ({"transcript": True}, "hello: Expected array, got object (at extra_events)"),
+     ([1], "hello: Expected str, got int (at extra_events[0])"),
+     (["x" * 65], "hello: Expected str of length <= 64 (at extra_events[0])"),
+     (["clear"] * 9, "hello: Expected array of length <= 8 (at extra_events)")],
+    ids=["unknown", "case", "long-quoted", "string", "bool", "null", "object", "int", "too-long", "too-many"],
+)  # fmt: skip
+def test_hello_with_bad_extra_events_is_refused_and_says_what_may_be_asked(proto, extra, message):
+    assert sent(proto.receive_text(hello(extra_events=extra))) == [err("invalid_message", message)]
+    assert proto.configured is None and proto.extra_events == frozenset()
+    assert proto.receive_text(hello(extra_events=["transcript"])) == [Configure(16000, acks=False, lead_s=0.12)]
+
+
+def test_second_hello_cannot_ask_for_extra_events(started):
+    started.receive_text(hello(extra_events=["transcript", "clear"]))
+    assert started.extra_events == frozenset()
 
 
 # -- ready ---------------------------------------------------------------------
