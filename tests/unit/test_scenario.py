@@ -210,16 +210,19 @@ async def test_a_quiet_phone_line_ends_the_conversation(sounds):
 
 async def test_the_judge_is_the_local_model_and_marked_as_nondeterministic(sounds):
     turn = {"audio": "question.wav", "expect": {"judge": "Does the reply give a time?"}}
-    engines = StandIns(["It is noon.", "Yes, it does."])
+    engines = StandIns(["It is noon."])
+    engines.engines.llm.next_tokens = {" yes": 0.7, " Yes": 0.1, " no": 0.2}
     result = await run_scenario(scenario(sounds, [turn]), engines, setup())
     (c,) = result.checks
-    assert c.passed and not c.deterministic and c.figure == '"Yes, it does."'
-    asked = engines.engines.llm.requests[-1][-1]["content"]
-    assert "The assistant replied: It is noon." in asked and "Does the reply give a time?" in asked
-    result = await run_scenario(scenario(sounds, [turn]), StandIns(["It is noon.", "No."]), setup())
+    assert c.passed and not c.deterministic and c.figure == "yes 0.80, no 0.20"
+    asked = engines.engines.llm.asked[-1]
+    assert asked.endswith('Reply: "It is noon."\nQuestion: Does the reply give a time?\nAnswer:')
+    engines = StandIns(["It is noon."])
+    engines.engines.llm.next_tokens = {" yes": 0.3, " no": 0.6}
+    result = await run_scenario(scenario(sounds, [turn]), engines, setup())
     (c,) = result.checks
     assert not c.passed and c.message == "no to 'Does the reply give a time?'"
-    assert "(judge: may vary between runs)" in table([result])
+    assert "(judge: a model's opinion, not a measurement)" in table([result])
 
 
 async def test_the_same_scenario_gives_the_same_json_and_recording(sounds):

@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--report", type=Path, metavar="DIR", help="write an HTML page per scenario (waveforms, events) into DIR"
     )
     run.add_argument("--record", type=Path, metavar="DIR", help="write each conversation as DIR/NAME.wav (stereo)")
+    run.add_argument(
+        "--judge-url",
+        metavar="URL",
+        help="an OpenAI-compatible server (a larger model) for the judge's questions (default: the agent's model)",
+    )
     run.add_argument("--verbose", action="store_true", help="the engines' logs too")
     return parser
 
@@ -50,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print("voice.scenario: two scenarios have the same name (name: in the file)", file=sys.stderr)
         return EXIT_USAGE
     try:
-        results, wall = asyncio.run(_run_all(scenarios))
+        results, wall = asyncio.run(_run_all(scenarios, args.judge_url))
     except ScenarioError as e:
         print(f"voice.scenario: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -61,8 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.passed for r in results) else 1
 
 
-async def _run_all(scenarios: list[Scenario]) -> tuple[list[ScenarioResult], dict[str, float]]:
+async def _run_all(scenarios: list[Scenario], judge_url: str | None) -> tuple[list[ScenarioResult], dict[str, float]]:
     engines = LoadedEngines()
+    judge = None
+    if judge_url:
+        from llm.openai_http import OpenAIChatClient
+
+        judge = OpenAIChatClient(judge_url)
     results: list[ScenarioResult] = []
     wall: dict[str, float] = {}
     try:
@@ -70,7 +80,7 @@ async def _run_all(scenarios: list[Scenario]) -> tuple[list[ScenarioResult], dic
             print(f"{s.name} ...", file=sys.stderr, flush=True)
             load_before = engines.load_s
             t0 = time.monotonic()
-            result = await run_scenario(s, engines)
+            result = await run_scenario(s, engines, judge=judge)
             took = time.monotonic() - t0 - (engines.load_s - load_before)
             wall[s.name] = took
             results.append(result)
@@ -83,6 +93,8 @@ async def _run_all(scenarios: list[Scenario]) -> tuple[list[ScenarioResult], dic
             )
     finally:
         await engines.aclose()
+        if judge is not None:
+            await judge.close()
     return results, wall
 
 

@@ -42,7 +42,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Judgement:
-    """The local model's answer to a yes/no question about a reply."""
+    """The judge's answer to a yes/no question about a reply, and how sure it was ("yes 0.78, no 0.22")."""
 
     yes: bool
     answer: str
@@ -241,7 +241,7 @@ def _judged(i: int | None, question: str, obs: Observed) -> Check:
     j = obs.judged.get((i, question))
     if j is None:
         return Check(i, "judge", False, "-", "not judged (no reply to judge)", deterministic=False)
-    return Check(i, "judge", j.yes, _quoted(j.answer), "" if j.yes else f"no to {question!r}", deterministic=False)
+    return Check(i, "judge", j.yes, j.answer, "" if j.yes else f"no to {question!r}", deterministic=False)
 
 
 def _holds(text: str, wanted: str) -> bool:

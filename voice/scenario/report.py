@@ -55,7 +55,7 @@ def table(results: list[ScenarioResult]) -> str:
         for c in r.checks:
             turn = "-" if c.turn is None else str(c.turn + 1)
             mark = PASS if c.passed else FAIL
-            note = "" if c.deterministic else "  (judge: may vary between runs)"
+            note = "" if c.deterministic else "  (judge: a model's opinion, not a measurement)"
             lines.append(f"{name:<28} {turn:<4} {c.name:<16} {mark:<4} {c.figure}{note}")
             if c.message and not c.passed:
                 lines.append(f"{'':<28} {'':<4} {'':<16} {'':<4} ^ {c.message}")

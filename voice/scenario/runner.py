@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +22,7 @@ import soxr
 
 from core.audio import ASR_RATE
 from core.events import Event, PlaybackStart, TurnEnd
-from llm.base import Delta
+from llm.base import LLM
 from shell.clock import VirtualClock
 from shell.engines import EngineConfig, Engines, make_llm, start_engines
 from shell.pump import Pump
@@ -45,6 +44,8 @@ NEXT_CUE = Cue("after_reply_end", 0.5)  # a person who waits for the answer, the
 LLM_FIELDS = (
     "llm_model", "tool_parser", "llm_url", "llm_urls", "llm_affinity", "llm_compile", "llm_dtype", "generation"
 )  # fmt: skip
+# ... and the languages whose voices are loaded at start: the others load on their first reply anyway.
+SHARED_WHATEVER = (*LLM_FIELDS, "languages")
 
 
 def agent_setup(scenario: Scenario) -> tuple[argparse.Namespace, RunSetup]:
@@ -115,7 +116,7 @@ def _without_llm(config: EngineConfig | None) -> EngineConfig | None:
     if config is None:
         return None
     default = EngineConfig()
-    return dataclasses.replace(config, **{f: getattr(default, f) for f in LLM_FIELDS})
+    return dataclasses.replace(config, **{f: getattr(default, f) for f in SHARED_WHATEVER})
 
 
 def _llm_key(config: EngineConfig) -> str:
@@ -148,9 +149,12 @@ class ScenarioResult:
         return self.recording.mic_samples / ASR_RATE
 
 
-async def run_scenario(scenario: Scenario, source: EngineSource, setup: RunSetup | None = None) -> ScenarioResult:
+async def run_scenario(
+    scenario: Scenario, source: EngineSource, setup: RunSetup | None = None, judge: LLM | None = None
+) -> ScenarioResult:
     """Run ``scenario`` on engines from ``source``, on virtual time, and check what it expects.
-    ``setup``: the agent instead of the scenario's (the unit tests' stand-in engines)."""
+    ``setup``: the agent instead of the scenario's (the unit tests' stand-in engines); ``judge``:
+    the model that answers the judge's questions (None: the agent's own)."""
     args, agent = agent_setup(scenario)
     setup = setup or agent
     engines = await source.get(setup.engine)
@@ -178,7 +182,7 @@ async def run_scenario(scenario: Scenario, source: EngineSource, setup: RunSetup
     if any(e.language for e in wanted):
         observed.reply_languages = await asyncio.to_thread(_reply_languages, engines, events, rec)
     if any(e.judge for e in wanted):
-        observed.judged = await _judge(scenario, engines, observed)
+        observed.judged = await _judge(scenario, judge or engines.llm, observed)
     return ScenarioResult(scenario, check(scenario, observed), observed, rec, engines.output_rate, turns)
 
 
@@ -214,37 +218,34 @@ def _reply_languages(engines: Engines, events: list[Event], rec: Recording) -> d
     return out
 
 
-JUDGE_PROMPT = (
-    "You check a voice assistant's replies. You are given what the person said, what the assistant "
-    "replied, and a question about the reply. Answer with one word: yes or no."
+# The judge reads the model's next token after a few worked examples, rather than asking it in a chat:
+# Qwen2.5-Coder-0.5B and SmolLM2-135M said "no" to every question when asked in a chat (0 of 3 yeses
+# right), and the examples took Qwen to 4 of 6 (docs/guide/scenarios.md, "The judge").
+JUDGE_EXAMPLES = (
+    'Reply: "I had eggs for breakfast."\nQuestion: Does the reply mention food?\nAnswer: yes\n\n'
+    'Reply: "The train leaves at noon."\nQuestion: Does the reply mention an animal?\nAnswer: no\n\n'
+    'Reply: "Sorry, I cannot help with that."\nQuestion: Does the reply refuse?\nAnswer: yes\n\n'
+    'Reply: "Berlin is in Germany."\nQuestion: Does the reply give a number?\nAnswer: no\n\n'
 )
 
 
-async def _judge(scenario: Scenario, engines: Engines, observed: Observed) -> dict[tuple[int | None, str], Judgement]:
-    """The local model's yes or no to each judge question (the one check that may vary between runs)."""
-    out: dict[tuple[int | None, str], Judgement] = {}
-    asked: list[tuple[int | None, str, str, str]] = []
+async def _judge(scenario: Scenario, judge: LLM, observed: Observed) -> dict[tuple[int | None, str], Judgement]:
+    """The judge's yes or no to each question (the one check that may change with the model that judges)."""
+    asked: list[tuple[int | None, str, str]] = []
     for i, turn in enumerate(scenario.turns):
         placed = next((p for p in observed.placed if p.index == i), None)
         if turn.expect.judge and placed is not None:
-            utterances = observed.utterances(placed)
-            reply = observed.reply_text(observed.replies(utterances))
-            asked.append((i, turn.expect.judge, observed.heard_text(utterances), reply))
+            reply = observed.reply_text(observed.replies(observed.utterances(placed)))
+            if reply:
+                asked.append((i, turn.expect.judge, reply))
     if scenario.expect.judge:
-        said = "\n".join(f"{t['role']}: {t['text']}" for t in observed.transcript if t["role"] != "tool")
-        asked.append((None, scenario.expect.judge, said, ""))
-    for n, (i, question, heard, reply) in enumerate(asked):
-        if i is not None and not reply:
-            continue
-        content = (
-            f"The conversation:\n{heard}\n\nQuestion: {question}"
-            if i is None
-            else f"The person said: {heard}\nThe assistant replied: {reply}\n\nQuestion: {question}"
-        )
-        messages = [{"role": "system", "content": JUDGE_PROMPT}, {"role": "user", "content": content}]
-        answer = ""
-        async for piece in engines.llm.stream(messages, f"judge-{id(observed):x}-{n}"):
-            if isinstance(piece, Delta):
-                answer += piece
-        out[(i, question)] = Judgement(bool(re.match(r"\W*yes\b", answer.strip(), re.IGNORECASE)), answer.strip())
+        said = " ".join(t["text"] for t in observed.transcript if t["role"] == "assistant")
+        asked.append((None, scenario.expect.judge, said))
+    out: dict[tuple[int | None, str], Judgement] = {}
+    for i, question, reply in asked:
+        text = JUDGE_EXAMPLES + f'Reply: "{reply}"\nQuestion: {question}\nAnswer:'
+        probabilities = await judge.next_token_probabilities(text)
+        yes = sum(p for token, p in probabilities.items() if token.strip().lower() == "yes")
+        no = sum(p for token, p in probabilities.items() if token.strip().lower() == "no")
+        out[(i, question)] = Judgement(yes > no, f"yes {yes:.2f}, no {no:.2f}")
     return out
