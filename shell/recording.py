@@ -14,6 +14,7 @@ made, sample for sample (a replay's ``reply.wav``), the left the microphone resa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import soxr
@@ -74,6 +75,19 @@ class Recording:
 
     def _length(self) -> int:
         return round(self.mic_samples * self.output_rate / ASR_RATE)
+
+    def save(self, folder: Path, name: str) -> Path:
+        """Write the stereo file as ``folder/name.wav`` (``name-2.wav``... if that is taken: a conversation
+        resumed later is another file); 16-bit PCM. Returns its path. Blocking."""
+        import soundfile
+
+        folder.mkdir(parents=True, exist_ok=True)
+        path, n = folder / f"{name}.wav", 1
+        while path.exists():
+            n += 1
+            path = folder / f"{name}-{n}.wav"
+        soundfile.write(str(path), np.clip(self.stereo(), -1.0, 1.0), self.output_rate, subtype="PCM_16")
+        return path
 
 
 class RecordingDevice:

@@ -125,8 +125,8 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     stereo = np.stack([resample(mono, 16000, 44100)] * 2, axis=1)
     src = tmp_path / "stereo44k.flac"
     sf.write(src, stereo, 44100)
-    out = tmp_path / "out"
-    proc = voice_run("--replay", str(src), "--out", str(out), "--fast")
+    out, db, rec = tmp_path / "out", tmp_path / "c.db", tmp_path / "rec"
+    proc = voice_run("--replay", str(src), "--out", str(out), "--fast", "--record", str(rec), "--db", str(db))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "transcript:" in proc.stdout and "voice-to-voice" in proc.stdout
     transcript = json.loads((out / "transcript.json").read_text())
@@ -142,6 +142,24 @@ def test_main_job_replays_a_stereo_44k_recording(tmp_path):
     reply, rate = sf.read(out / "reply.wav")
     assert rate == 24000 and len(reply) / rate >= len(mono) / 16000
     assert abs(reply).max() > 0.1
+    # --record: one stereo file, the assistant right (reply.wav, sample for sample), the person left
+    (recording,) = rec.glob("*.wav")
+    both, rate = sf.read(recording)
+    n = len(both)
+    assert rate == 24000 and both.shape[1] == 2 and np.array_equal(both[:, 1], reply[:n])
+    assert not reply[n:].any()  # reply.wav's last block of silence, after the microphone ended
+    heard = resample(load_audio(src), 16000, 24000)
+    assert np.abs(both[: len(heard), 0] - heard).max() < 2e-4  # the input, at 16 bits
+    # ... kept with the stored conversation, and exported with it
+    listed = subprocess.run(
+        [sys.executable, "-m", "voice.history", "--db", str(db), "export", recording.stem,
+         "--audio", str(tmp_path / "x")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    (session,) = json.loads(listed.stdout)["sessions"]
+    assert session["meta"]["recordings"] == [str(recording.resolve())]
+    assert (tmp_path / "x" / recording.name).read_bytes() == recording.read_bytes()
 
 
 def test_end_of_turn_flags_out_of_range_are_one_line():
@@ -216,7 +234,18 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         port = s.getsockname()[1]
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voice.run", "--serve", "--port", str(port), "--db", str(tmp_path / "c.db")],
+        [
+            sys.executable,
+            "-m",
+            "voice.run",
+            "--serve",
+            "--port",
+            str(port),
+            "--db",
+            str(tmp_path / "c.db"),
+            "--record",
+            str(tmp_path / "rec"),
+        ],
         cwd=ROOT,
         stdout=log,
         stderr=log,
@@ -244,6 +273,10 @@ def test_serve_starts_answers_health_and_a_client_then_stops_on_sigint(tmp_path)
         assert (tmp_path / "client" / "reply.wav").stat().st_size > 10000
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
+        # --record: the client's conversation, named by its stored session, with the reply it heard
+        (recording,) = (tmp_path / "rec").glob("*.wav")
+        both, rate = sf.read(recording)
+        assert rate == 24000 and both.shape[1] == 2 and abs(both[:, 0]).max() > 0.1 and abs(both[:, 1]).max() > 0.1
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

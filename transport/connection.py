@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from core.history import History
 from core.language import LanguageConfig
 from shell.clock import MonotonicClock
 from shell.pump import Pump
+from shell.recording import RecordingDevice
 from shell.session import Session
 from transport.client_device import ClientDevice
 from transport.dialect import Dialect
@@ -86,6 +88,7 @@ class Connection:
         self.device: ClientDevice | None = None
         self.pump: Pump | None = None  # drives the session once it has started
         self.recorder: Any = None  # persists the turns (None: in memory only)
+        self.recorded: RecordingDevice | None = None  # the device as --record keeps it
         self._store_warned = False
         self.clock = MonotonicClock()
         self.events: list[Event] = []  # every pipeline event of this session
@@ -140,6 +143,8 @@ class Connection:
                 await self.session.aclose()
             if self.recorder is not None:  # the last turns are committed before the session counts as closed
                 await asyncio.to_thread(self.recorder.flush)
+            if self.recorded is not None:
+                await keep_recording(self.recorded, self.server.config.record_dir, self.id, self.recorder)
 
     def _message_failed(self) -> None:
         self.failures += 1
@@ -166,7 +171,7 @@ class Connection:
             self.pump.stats.lateness_max_s if self.pump is not None else 0.0,
             self.pump.stats.lateness_p99_s if self.pump is not None else 0.0,
         )
-        self.session = self.device = self.recorder = self._to_16k = self.pump = None
+        self.session = self.device = self.recorder = self._to_16k = self.pump = self.recorded = None
         self.dialect = self.peer = None
         self.outbox.clear()
         self._tasks.clear()
@@ -266,7 +271,9 @@ class Connection:
         else:
             self.device = ClientDevice(self.session.output_rate, cfg.lead_s, cfg.acks, self._send_audio)
         self._set_input_rate(cfg.input_rate)
-        self.pump = Pump(self.session, self.device)
+        if self.server.config.record_dir is not None:
+            self.recorded = RecordingDevice(self.device, self.session.output_rate)
+        self.pump = Pump(self.session, self.recorded or self.device)
         self._tasks.append(asyncio.create_task(self.pump.run(), name=f"audio-{self.id[:8]}"))
 
     def _set_input_rate(self, rate: int) -> None:
@@ -363,3 +370,16 @@ class Connection:
 
     def _begin_closing(self) -> None:
         self._closing = True
+
+
+async def keep_recording(recorded: RecordingDevice, folder: Path | None, session_id: str, recorder: Any) -> None:
+    """--record: the conversation's stereo file, named by its session, and its name kept with it (``recorder``:
+    the session's turns' recorder; None: the conversation is not stored)."""
+    assert folder is not None
+    try:
+        path = await asyncio.to_thread(recorded.recording.save, folder, session_id)
+    except OSError as e:
+        log.error("session %s: the recording could not be written: %s", session_id, e)
+        return
+    if recorder is not None:
+        await asyncio.to_thread(recorder.keep_recording, str(path.resolve()))

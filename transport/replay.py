@@ -20,6 +20,7 @@ import numpy as np
 from core.audio import ASR_BLOCK, ASR_RATE, BLOCK_S
 from shell.device import Captured, Played, UncontrolledSpeaker
 from shell.pump import Pump
+from shell.recording import Recording, RecordingDevice
 from shell.session import Session
 from transport.echo_path import EchoPath
 from transport.resample import Resampler
@@ -33,6 +34,7 @@ class ReplayResult:
     # falling behind; always 0 on virtual time).
     lateness_max_s: float = 0.0
     lateness_p99_s: float = 0.0
+    recording: Recording | None = None  # with record=True: the person and the assistant as heard, in stereo
 
 
 BlockSource = Callable[[int], np.ndarray | None]  # input block i (None: the input is over)
@@ -99,19 +101,33 @@ class ReplayDevice(UncontrolledSpeaker):  # its speaker plays each block as it i
         return out
 
 
-async def _run(session: Session, device: ReplayDevice, settle: bool, max_blocks: int) -> ReplayResult:
-    stats = await Pump(session, device, settle).run(max_ticks=max_blocks)
-    return ReplayResult(device.reply, device.blocks * BLOCK_S, stats.lateness_max_s, stats.lateness_p99_s)
+async def _run(
+    session: Session, device: ReplayDevice, settle: bool, max_blocks: int, record: bool = False
+) -> ReplayResult:
+    recorded = RecordingDevice(device, device.output_rate) if record else None
+    stats = await Pump(session, recorded or device, settle).run(max_ticks=max_blocks)
+    return ReplayResult(
+        device.reply,
+        device.blocks * BLOCK_S,
+        stats.lateness_max_s,
+        stats.lateness_p99_s,
+        recorded.recording if recorded is not None else None,
+    )
 
 
 async def replay(
-    session: Session, audio: np.ndarray, settle: bool, max_tail_s: float = 120.0, echo: EchoPath | None = None
+    session: Session,
+    audio: np.ndarray,
+    settle: bool,
+    max_tail_s: float = 120.0,
+    echo: EchoPath | None = None,
+    record: bool = False,
 ) -> ReplayResult:
     """Feed ``audio`` (16 kHz mono) through ``session``; return the reply audio.
 
     ``settle=True`` is virtual time; the session should then be in lockstep.
     After the input, silence until the assistant has finished its reply (at
-    most ``max_tail_s``).
+    most ``max_tail_s``). ``record``: keep the conversation in stereo too (``ReplayResult.recording``).
     """
     n_in_blocks = -(-len(audio) // ASR_BLOCK)
     silence = np.zeros(ASR_BLOCK, dtype=np.float32)
@@ -122,7 +138,7 @@ async def replay(
         return audio[i * ASR_BLOCK : (i + 1) * ASR_BLOCK]
 
     device = ReplayDevice(source, session.output_rate, echo)
-    return await _run(session, device, settle, n_in_blocks + round(max_tail_s / BLOCK_S))
+    return await _run(session, device, settle, n_in_blocks + round(max_tail_s / BLOCK_S), record)
 
 
 async def replay_turns(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -39,6 +40,7 @@ class ServerConfig:
     tools: Tools | None = None  # what the model may call in every session (--tools)
     call: CallConfig = field(default_factory=CallConfig)  # how phone calls are held (/telephony/twilio)
     ice_servers: tuple[str, ...] = ()  # WebRTC: STUN/TURN URLs (none: host candidates only, a LAN)
+    record_dir: Path | None = None  # --record: each conversation as a stereo WAV here (shell/recording.py)
 
     def check(self) -> None:
         if self.public_url is not None:

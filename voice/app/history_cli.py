@@ -3,6 +3,7 @@
     python -m voice.history list [--limit N]               the sessions, most recent first
     python -m voice.history show ID                        one conversation as a person reads it
     python -m voice.history export ID... --format json|md  sessions and their turns
+        [--audio DIR]                                      ... and their recordings (--record), copied
     python -m voice.history prune [--dry-run] [--older-than 10m]  remove the sessions with no turns
 
 ``--db PATH`` (before or after the command) picks the database; by default
@@ -30,9 +31,11 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from voice.app.store import (
@@ -227,12 +230,30 @@ def cmd_export(store: ConversationStore, args: argparse.Namespace) -> int:
         if sid not in ids:
             ids.append(sid)
     data = [(store.session_record(sid), store.stored_turns(sid)) for sid in ids]
+    missing = _copy_recordings([s for s, _ in data], args.audio) if args.audio is not None else 0
     if args.format == "json":
         doc = {"sessions": [_session_json(s, t) for s, t in data]}
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(_markdown(s, t).rstrip() for s, t in data))
-    return 0
+    return 1 if missing else 0
+
+
+def _copy_recordings(sessions: list[SessionRecord], folder: Path) -> int:
+    """Copy the sessions' recordings (``--record``, named in their meta) into ``folder``; how many are missing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = missing = 0
+    for session in sessions:
+        for name in session.meta.get("recordings") or []:
+            source = Path(name)
+            if not source.is_file():
+                print(f"{PROG}: {session.id}: its recording {source} is missing", file=sys.stderr)
+                missing += 1
+                continue
+            shutil.copy2(source, folder / source.name)
+            copied += 1
+    print(f"copied {copied} recording{'s' if copied != 1 else ''} into {folder}", file=sys.stderr)
+    return missing
 
 
 # -- prune -----------------------------------------------------------------
@@ -290,6 +311,12 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", parents=[db], help="sessions and their turns, as JSON or Markdown")
     ex.add_argument("ids", nargs="+", metavar="ID", help="session ids, or prefixes")
     ex.add_argument("--format", choices=("json", "md"), default="json")
+    ex.add_argument(
+        "--audio",
+        type=Path,
+        metavar="DIR",
+        help="copy the conversations' recordings (stereo WAVs, kept by --record) into DIR",
+    )
     pr = sub.add_parser("prune", parents=[db], help="remove the sessions with no turns (nothing was said in them)")
     pr.add_argument("--dry-run", action="store_true", help="list them, and remove nothing")
     pr.add_argument(

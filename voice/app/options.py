@@ -124,6 +124,13 @@ OPTIONS: tuple[Option, ...] = (
     opt("--replay", metavar="IN", type=Path, help="audio file to use as the microphone"),
     opt("--out", metavar="DIR", type=Path, default=Path("out"), help="where replay writes (default: out)"),
     opt("--fast", action="store_true", help="replay on virtual time (exact, repeatable timings)"),
+    opt(
+        "--record",
+        metavar="DIR",
+        type=Path,
+        help="write each conversation as a stereo WAV in DIR (the person left, the assistant as heard right);"
+        " a stored conversation keeps its name (python -m voice.history export --audio)",
+    ),
     opt("--system-prompt", help="system prompt for the LLM"),
     value("--asr-model", EngineConfig, "asr_model", help="final-pass Whisper model: base, tiny.en or a folder"),
     value(

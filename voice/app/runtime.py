@@ -4,6 +4,7 @@ and the :class:`Runtime` (the store, the metrics, the engines, the session), shu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import faulthandler
 import logging
@@ -25,6 +26,7 @@ from shell.clock import Clock
 from shell.config import SessionConfig
 from shell.engines import EngineConfig, Engines, start_engines
 from shell.models import MissingModelError
+from shell.recording import Recording
 from shell.session import Session
 from shell.tools import ToolDefinitionError, Tools, load_tools
 from voice.app.conversations import Conversations, Opened, SessionError
@@ -247,6 +249,16 @@ class Runtime:
             sinks.append(event_logger(name))
         history = self.opened.history if self.opened is not None else None
         return Session(self.engines, clock, config, fan_out(*sinks), history, lockstep=lockstep, tools=self.tools)
+
+    async def keep_recording(self, recording: Recording, mode: str) -> None:
+        """Write ``recording`` into ``--record``'s folder, named by the stored conversation (else ``mode``),
+        and keep its name with the conversation (before the store closes); say where."""
+        path = await asyncio.to_thread(recording.save, self.args.record, self.session_id or mode)
+        recorder = self.opened.recorder if self.opened is not None else None
+        if recorder is not None:
+            await asyncio.to_thread(recorder.flush)
+            await asyncio.to_thread(recorder.keep_recording, str(path.resolve()))
+        print(f"recorded {path} (the person left, the assistant right)", file=sys.stderr)
 
     def saved(self, hint: str) -> None:
         """Say where the conversation is kept; it is stored with its first turn, so not when nothing was said."""

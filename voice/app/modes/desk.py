@@ -11,6 +11,7 @@ from shell.clock import MonotonicClock
 from shell.config import SessionConfig
 from shell.engines import EngineConfig
 from shell.pump import Pump
+from shell.recording import RecordingDevice
 from shell.tools import Tools
 from voice.app.runtime import Runtime, fail
 
@@ -50,6 +51,7 @@ async def run_local(
             if session.history.turns:
                 view.message(f"(resuming: {len(session.history.turns)} turns so far)")
             device = SoundCardDevice(card, on_first_audio=lambda: view.message("listening — speak; Ctrl+C to end"))
+            recorded = RecordingDevice(device, session.output_rate) if args.record is not None else None
             stop = stop_on_signals()
 
             async def meter() -> None:
@@ -60,7 +62,7 @@ async def run_local(
 
             meter_task = asyncio.create_task(meter())
             try:
-                await Pump(session, device).run(stop)
+                await Pump(session, recorded or device).run(stop)
             except AudioDeviceError as e:
                 view.close()
                 print(f"voice.run: {e}", file=sys.stderr)
@@ -69,6 +71,8 @@ async def run_local(
                 meter_task.cancel()
                 card.close()
                 await session.aclose()
+                if recorded is not None:
+                    await rt.keep_recording(recorded.recording, "desk")
     finally:
         card.close()
         view.close()

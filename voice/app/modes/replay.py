@@ -65,10 +65,12 @@ async def run_replay(
         session = rt.session("replay", clock, session_cfg, [log], lockstep=args.fast)
         try:
             echo = None if args.echo_db is None else EchoPath(args.echo_db, args.echo_delay_ms)
-            result = await replay(session, audio, settle=args.fast, echo=echo)
+            result = await replay(session, audio, settle=args.fast, echo=echo, record=args.record is not None)
         finally:
             await session.aclose()
             log.close()
+        if result.recording is not None:
+            await rt.keep_recording(result.recording, "replay")
         output_rate = rt.engines.output_rate
     write_wav(args.out / "reply.wav", result.reply, output_rate)
     transcript = session.history.to_json()

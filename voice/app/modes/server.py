@@ -34,6 +34,7 @@ async def run_serve(
         tools=tools,
         call=call_config(args),
         ice_servers=tuple(args.ice_server),
+        record_dir=args.record,
     )
     try:
         config.check()

@@ -143,6 +143,21 @@ class TurnRecorder:
             self._backlog.append(_Write("remove", turn, None, at))
         self._schedule()
 
+    def keep_recording(self, path: str) -> bool:
+        """This run of the conversation was recorded at ``path`` (``--record``): its name is added to the
+        session's ``meta["recordings"]``, where ``python -m voice.history export --audio`` finds it. Only
+        for a session in the store (nothing said: not stored, nor is its recording's name); after
+        :meth:`flush`. Blocking. False (logged) when the store fails."""
+        if not self.stored:
+            return False
+        try:
+            kept = self.store.session_record(self.session_id).meta.get("recordings") or []
+            self.store.update_session(self.session_id, meta={"recordings": [*kept, path]})
+        except (StoreError, SessionError) as e:
+            log.warning("session %s: the recording's name is not kept: %s", self.session_id, e)
+            return False
+        return True
+
     @property
     def pending(self) -> list[Turn]:
         """Turns whose last change is not in the store yet (on their way, or held back by :attr:`error`)."""
