@@ -79,15 +79,19 @@ class Recording:
     def save(self, folder: Path, name: str) -> Path:
         """Write the stereo file as ``folder/name.wav`` (``name-2.wav``... if that is taken: a conversation
         resumed later is another file); 16-bit PCM. Returns its path. Blocking."""
-        import soundfile
-
         folder.mkdir(parents=True, exist_ok=True)
         path, n = folder / f"{name}.wav", 1
         while path.exists():
             n += 1
             path = folder / f"{name}-{n}.wav"
-        soundfile.write(str(path), np.clip(self.stereo(), -1.0, 1.0), self.output_rate, subtype="PCM_16")
+        self.save_as(path)
         return path
+
+    def save_as(self, path: Path) -> None:
+        """Write the stereo file at ``path`` (16-bit PCM), replacing one that is there. Blocking."""
+        import soundfile
+
+        soundfile.write(str(path), np.clip(self.stereo(), -1.0, 1.0), self.output_rate, subtype="PCM_16")
 
 
 class RecordingDevice:

@@ -265,3 +265,11 @@ def test_a_wrong_file_is_one_line_naming_where(tmp_path):
             scenario_from(data, path)
         assert message in str(e.value), (message, str(e.value))
         assert str(e.value).startswith(f"{path}: ")
+
+
+async def test_a_reply_that_starts_before_the_speech_ends_is_not_an_answer_in_time(sounds):
+    turn = {"audio": "paused.wav", "expect": {"answered_within_ms": 1500}}
+    result = await run_scenario(scenario(sounds, [turn]), StandIns(["Okay.", "Sure."]), setup())
+    (c,) = result.checks
+    assert not c.passed and c.figure.startswith("-")
+    assert c.message.startswith("a reply started at") and c.message.endswith("before the speech ended at 4.10 s")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
 
 from voice.app.runtime import EXIT_USAGE, set_up_logging
-from voice.scenario.report import junit, result_json, summary, table
+from voice.scenario.report import summary, table, write_outputs
 from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
 from voice.scenario.spec import Scenario, ScenarioError, load_scenario
 
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print()
     print(summary(results))
-    _write(args, results, wall)
+    write_outputs(results, record=args.record, report=args.report, junit_xml=args.junit, json_dir=args.json, wall=wall)
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -96,38 +95,6 @@ async def _run_all(scenarios: list[Scenario], judge_url: str | None) -> tuple[li
         if judge is not None:
             await judge.close()
     return results, wall
-
-
-def _write(args: argparse.Namespace, results: list[ScenarioResult], wall: dict[str, float]) -> None:
-    from transport.files import write_wav
-
-    if args.junit is not None:
-        args.junit.parent.mkdir(parents=True, exist_ok=True)
-        args.junit.write_text(junit(results, wall), encoding="utf-8")
-        print(f"wrote {args.junit}")
-    if args.json is not None:
-        args.json.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            out = args.json / f"{_file_name(r.scenario.name)}.json"
-            out.write_text(json.dumps(result_json(r), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}/*.json")
-    for folder in (args.record, args.report):
-        if folder is None:
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            write_wav(folder / f"{_file_name(r.scenario.name)}.wav", r.recording.stereo(), r.output_rate)
-        print(f"wrote {folder}/*.wav")
-    if args.report is not None:
-        from voice.scenario.html import write_report
-
-        for r in results:
-            write_report(args.report / f"{_file_name(r.scenario.name)}.html", r, f"{_file_name(r.scenario.name)}.wav")
-        print(f"wrote {args.report}/*.html")
-
-
-def _file_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "scenario"
 
 
 if __name__ == "__main__":

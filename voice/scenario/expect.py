@@ -145,6 +145,9 @@ def _answered(i: int, within_ms: float, p: Placed, replies: list[int], obs: Obse
     if not played:
         return Check(i, "answered", False, "no reply", f"no reply was played (within {within_ms:.0f} ms expected)")
     ms = (played[0] - p.speech_end) * 1000
+    if ms < 0:  # talked over: the turn was taken as over at a pause inside it
+        why = f"a reply started at {played[0]:.2f} s, before the speech ended at {p.speech_end:.2f} s"
+        return Check(i, "answered", False, f"{ms:.0f} ms", why)
     ok = ms <= within_ms
     return Check(i, "answered", ok, f"{ms:.0f} ms", "" if ok else f"later than {within_ms:.0f} ms after the speech")
 

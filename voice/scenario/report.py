@@ -43,10 +43,6 @@ def result_json(result: ScenarioResult) -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, result: ScenarioResult) -> None:
-    path.write_text(json.dumps(result_json(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def table(results: list[ScenarioResult]) -> str:
     """One line per turn's expectation: the scenario, the turn, the check, pass or FAIL, the figure."""
     lines = [f"{'scenario':<28} {'turn':<4} {'check':<16} {'':<4} figure"]
@@ -69,11 +65,13 @@ def summary(results: list[ScenarioResult]) -> str:
     checks = [c for r in results for c in r.checks]
     failed = [c for c in checks if not c.passed]
     scenarios = sum(1 for r in results if not r.passed)
-    return (
-        f"{len(results)} scenario{'s' if len(results) != 1 else ''}, {len(checks)} checks: "
-        f"{len(checks) - len(failed)} passed, {len(failed)} failed"
-        + (f" (in {scenarios} scenario{'s' if scenarios != 1 else ''})" if failed else "")
-    )
+    said = f"{_count(len(results), 'scenario')}, {_count(len(checks), 'check')}: "
+    said += f"{len(checks) - len(failed)} passed, {len(failed)} failed"
+    return said + (f" (in {_count(scenarios, 'scenario')})" if failed else "")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def junit(results: list[ScenarioResult], wall_s: dict[str, float] | None = None) -> str:
@@ -100,3 +98,44 @@ def junit(results: list[ScenarioResult], wall_s: dict[str, float] | None = None)
             ET.SubElement(case, "system-out").text = c.figure
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_outputs(
+    results: list[ScenarioResult],
+    *,
+    record: Path | None = None,
+    report: Path | None = None,
+    junit_xml: Path | None = None,
+    json_dir: Path | None = None,
+    wall: dict[str, float] | None = None,
+) -> None:
+    """What the options ask to be written: recordings, HTML pages (beside their recordings), JUnit, JSON."""
+    if junit_xml is not None:
+        junit_xml.parent.mkdir(parents=True, exist_ok=True)
+        junit_xml.write_text(junit(results, wall), encoding="utf-8")
+        print(f"wrote {junit_xml}")
+    if json_dir is not None:
+        json_dir.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            out = json_dir / f"{file_name(r.scenario.name)}.json"
+            out.write_text(json.dumps(result_json(r), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {json_dir}/*.json")
+    for folder in (record, report):
+        if folder is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            r.recording.save_as(folder / f"{file_name(r.scenario.name)}.wav")
+        print(f"wrote {folder}/*.wav")
+    if report is not None:
+        from voice.scenario.html import write_report
+
+        for r in results:
+            name = file_name(r.scenario.name)
+            write_report(report / f"{name}.html", r, f"{name}.wav")
+        print(f"wrote {report}/*.html")
+
+
+def file_name(name: str) -> str:
+    """A scenario's name as a file's."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "scenario"
