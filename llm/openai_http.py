@@ -160,12 +160,14 @@ class OpenAIChatClient:
 
 
 def _tool_call_delta(call: Any, where: str) -> ToolCallDelta:
-    """One entry of ``delta.tool_calls``: ``{"index", "id"?, "function": {"name"?, "arguments"?}}``."""
+    """One entry of ``delta.tool_calls``: ``{"index", "id"?, "function": {"name"?, "arguments"?}}``. The
+    server's id is left out: it is random, and the conversation names its calls itself (core/tool_calls.py),
+    so that a conversation on virtual time repeats exactly."""
     try:
         function = call.get("function") or {}
         return ToolCallDelta(
             index=int(call["index"]),
-            id=call.get("id") or None,
+            id=None,
             name=function.get("name") or None,
             arguments=function.get("arguments") or "",
         )

@@ -432,7 +432,8 @@ class ToolCallReader:
                 name, arguments = function.get("name"), function.get("arguments")
             else:
                 name, arguments = (function.name, function.arguments) if function is not None else (None, None)
-            out.append(ToolCallDelta(call.index, call.id or None, name or None, arguments or ""))
+            # No id: vLLM's is random (chatcmpl-tool-…), and the conversation names its calls itself.
+            out.append(ToolCallDelta(call.index, None, name or None, arguments or ""))
         return out
 
     def finish(self, truncated: bool) -> list[ToolCallDelta]:

@@ -11,7 +11,6 @@ virtual time the timeline goes on while one runs (:meth:`ToolRunner.wait`).
 from __future__ import annotations
 
 import asyncio
-import time
 import weakref
 from collections.abc import Callable
 from datetime import datetime
@@ -133,17 +132,17 @@ class ToolRunner:
 
     async def _await_client(self, cmd: RunTool) -> None:
         """A call of the client's: its output, within ``client_tool_timeout_s``."""
-        start = time.monotonic()
+        start = self.clock.now()
         waiting = self._client_results[cmd.call.id] = asyncio.get_running_loop().create_future()
         timeout = self._client_timeout_s
         try:
-            result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), time.monotonic() - start)
+            result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), self.clock.now() - start)
         except TimeoutError:
             said = f"the client did not answer {cmd.call.name} within {timeout:g} s"
-            result = ToolResult("timeout", said, time.monotonic() - start)
+            result = ToolResult("timeout", said, self.clock.now() - start)
         except asyncio.CancelledError:
             why = f"{cmd.call.name} was cancelled: the person spoke over the reply"
-            result = ToolResult("cancelled", why, time.monotonic() - start)
+            result = ToolResult("cancelled", why, self.clock.now() - start)
         finally:
             self._tasks.pop(cmd.call.id, None)
             self._client_results.pop(cmd.call.id, None)
@@ -151,12 +150,14 @@ class ToolRunner:
         self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
 
     async def _call_tool(self, cmd: RunTool, tool: Tool, arguments: dict[str, Any]) -> None:
-        start = time.monotonic()
+        # Timed on the session's clock, as everything it stores is: on virtual time a call takes the
+        # ticks the timeline went on while it ran, so a conversation repeats exactly.
+        start = self.clock.now()
         try:
-            result = await tool.run(arguments, self._context)
+            result = await tool.run(arguments, self._context, clock=self.clock.now)
         except asyncio.CancelledError:  # a barge-in (StopTools), or the session closing
             why = f"{tool.name} was cancelled: the person spoke over the reply"
-            result = ToolResult("cancelled", why, time.monotonic() - start)
+            result = ToolResult("cancelled", why, self.clock.now() - start)
         finally:
             self._tasks.pop(cmd.call.id, None)
         status, content, took = result.status, result.content, result.duration_s
