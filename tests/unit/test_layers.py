@@ -9,6 +9,7 @@ its own folder and the ones above it in this list (issue 31):
     shell/                asyncio wiring: session, stages, pump, device port, clock, engine loading
     transport/            devices and servers: replay, sound card, WebSocket, Realtime, Twilio, WebRTC
     voice/app/            the application: CLI, terminal, store, metrics, logs
+    voice/scenario/       test scenarios on virtual time (python -m voice.scenario, pytest scenarios/)
     voice/bench/          the benchmarks (python -m voice.bench NAME)
     voice/                the ``python -m`` entry points, and ``voice.tools`` for tools files
 
@@ -32,6 +33,7 @@ LAYERS = [
     ("shell",),
     ("transport",),
     ("voice.app",),
+    ("voice.scenario",),
     ("voice.bench",),
     ("voice.run", "voice.history", "voice"),
 ]
