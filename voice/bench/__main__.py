@@ -37,6 +37,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "voice.bench.language_turns",
         "turn-taking in other languages: a pause inside a real sentence, with the language's word lists and without",
     ),
+    "scenarios": (
+        "voice.bench.scenarios",
+        "test scenarios on virtual time: wall time against the conversation's length, and runs identical",
+    ),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),
