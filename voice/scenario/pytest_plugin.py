@@ -13,6 +13,7 @@ Options: ``--scenario-record DIR`` (each conversation as a stereo WAV), ``--scen
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,8 @@ class _Runner:
     """The test session's engines and the loop they live on."""
 
     def __init__(self, config: pytest.Config) -> None:
+        for name, value in {"VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}.items():
+            os.environ.setdefault(name, value)  # as python -m voice.run: the engines' chatter off, nothing fetched
         self.loop = asyncio.new_event_loop()
         self.engines = LoadedEngines()
         self.record: Path | None = config.getoption("scenario_record")
