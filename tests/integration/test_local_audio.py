@@ -50,7 +50,7 @@ class Desk:
         self.db = tmp / "conversations.db"
         self.err = open(tmp / "run.err", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "voice.run", "--db", str(self.db), "--log-json"],
+            [sys.executable, "-m", "voice.run", "--db", str(self.db), "--log-json", "--record", str(tmp / "rec")],
             cwd=ROOT, env=env, stdout=open(tmp / "run.out", "w"), stderr=self.err,  # noqa: SIM115
             start_new_session=True,  # killed as a group on failure: vLLM's engine process too
         )  # fmt: skip
@@ -138,6 +138,11 @@ def test_speak_be_answered_and_interrupt_at_the_desk(pulse, tmp_path):
     assert [t.role for t in turns][:3] == ["user", "assistant", "user"]
     cut = turns[1]
     assert cut.interrupted and cut.text == trunc.text and len(cut.text) < len(cut.generated_text)
+    # --record: the conversation in stereo, named by its stored session, which keeps its name
+    recording = tmp_path / "rec" / f"{record.id}.wav"
+    assert record.meta["recordings"] == [str(recording.resolve())]
+    both, rate = sf.read(recording, dtype="float32")
+    assert rate == 24000 and np.abs(both[:, 0]).max() > 0.05 and np.abs(both[:, 1]).max() > 0.05
     # The speaker played the reply, and was silent soon after the interruption began.
     speaker, _ = sf.read(tmp_path / "speaker.wav", dtype="float32")
     assert float(np.sqrt(np.mean(speaker**2))) > 0.005

@@ -18,7 +18,7 @@ import pytest
 
 from shell.engines import EngineConfig, Engines
 from voice.scenario.report import result_json, table
-from voice.scenario.runner import _without_llm, run_scenario
+from voice.scenario.runner import run_scenario, speech_config
 from voice.scenario.spec import load_scenario
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
@@ -34,7 +34,7 @@ class SharedEngines:
         self.qwen = qwen
 
     async def get(self, config: EngineConfig) -> Engines:
-        assert _without_llm(config) == _without_llm(EngineConfig()), "a scenario needs engines the tests do not load"
+        assert speech_config(config) == speech_config(EngineConfig()), "a scenario needs engines the tests do not load"
         if config.llm_model == "qwen2.5-coder-0.5b":
             return dataclasses.replace(self.engines, llm=self.qwen)
         assert config.llm_model == "smollm2-135m"

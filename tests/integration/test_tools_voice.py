@@ -69,13 +69,6 @@ async def test_a_spoken_request_for_the_time_calls_the_tool_once_and_the_answer_
     assert roles == ["user", "tool", "assistant"]
 
 
-async def test_a_request_that_needs_no_tool_calls_none(with_qwen, say):
-    run = await run_replay(with_qwen, say("Who wrote Romeo and Juliet?"), config=CONFIG, tools=load_tools(["builtin"]))
-    assert not run.errors
-    assert run.of(ToolCallStart) == []
-    assert spoken(run) and [t["role"] for t in run.transcript] == ["user", "assistant"]
-
-
 def slow_tool(cancel: bool, seconds: float) -> tuple[Tools, list[int]]:
     """The tool, and the numbers (0 for the first) of its runs that finished: the reply to the
     interruption may call it again, and that run is not the one under test."""

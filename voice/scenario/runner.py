@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,8 +46,9 @@ NEXT_CUE = Cue("after_reply_end", 0.5)  # a person who waits for the answer, the
 LLM_FIELDS = (
     "llm_model", "tool_parser", "llm_url", "llm_urls", "llm_affinity", "llm_compile", "llm_dtype", "generation"
 )  # fmt: skip
-# ... and the languages whose voices are loaded at start: the others load on their first reply anyway.
-SHARED_WHATEVER = (*LLM_FIELDS, "languages")
+# The fields whose change does not load the speech engines again: the LLM's, and the languages whose
+# voices are loaded at start (the others load on their first reply anyway).
+NOT_RELOADED = (*LLM_FIELDS, "languages")
 
 
 def agent_setup(scenario: Scenario) -> tuple[argparse.Namespace, RunSetup]:
@@ -87,10 +90,8 @@ class LoadedEngines:
         self.load_s = 0.0  # loading (cold start), not counted in any scenario
 
     async def get(self, config: EngineConfig) -> Engines:
-        import time
-
         t0 = time.monotonic()
-        if self._engines is None or _without_llm(config) != _without_llm(self._config):
+        if self._engines is None or speech_config(config) != speech_config(self._config):
             await self.aclose()
             self._engines = await start_engines(config)
             self._config = config
@@ -112,11 +113,12 @@ class LoadedEngines:
         self._llms = {}
 
 
-def _without_llm(config: EngineConfig | None) -> EngineConfig | None:
+def speech_config(config: EngineConfig | None) -> EngineConfig | None:
+    """``config`` without what :data:`NOT_RELOADED` names: configs with the same one share the speech engines."""
     if config is None:
         return None
     default = EngineConfig()
-    return dataclasses.replace(config, **{f: getattr(default, f) for f in SHARED_WHATEVER})
+    return dataclasses.replace(config, **{f: getattr(default, f) for f in NOT_RELOADED})
 
 
 def _llm_key(config: EngineConfig) -> str:
@@ -188,12 +190,8 @@ async def run_scenario(
 
 def _render_all(scenario: Scenario, engines: Engines) -> list[TurnAudio]:
     person = scenario.person
-    made: list[Any] = []
-
-    def voice():
-        if not made:
-            made.append(engines.voices.other(person.voice, person.language, person.speed))
-        return made[0]
+    # Made on the first text turn: a scenario of recordings loads no voice of the person's.
+    voice = functools.cache(lambda: engines.voices.other(person.voice, person.language, person.speed))
 
     def word_times(audio: np.ndarray, language: str) -> list[tuple[str, float]]:
         segments, _ = engines.asr_final.model.transcribe(audio, language=language, beam_size=1, word_timestamps=True)
