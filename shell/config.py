@@ -11,6 +11,7 @@ from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.partials import PartialConfig
+from shell.denoising import Denoise
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class SessionConfig:
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
     echo_cancel: bool = True  # remove the assistant's own voice from the microphone
+    # Noise suppression after the echo canceller (shell/denoising.py): "rnnoise" cleans what the VAD
+    # hears (both its views), and with denoise_asr what Whisper and Smart Turn hear too.
+    denoise: Denoise = "off"
+    denoise_asr: bool = False
     # What the ASR (and Smart Turn) hear with echo_cancel: "linear", the echo the
     # reference explains subtracted (SpeexDSP), which keeps the onset of speech over
     # a reply; "suppressed", AEC3's output, as the VAD hears it (before issue 15).

@@ -25,6 +25,7 @@ from core.language import Detected
 from core.partials import PartialPolicy
 from core.turns import Conversation
 from shell.clock import Clock
+from shell.denoising import Denoise, Denoising
 from shell.engines import Engines
 from shell.heard_audio import HeardAudio
 from shell.work import Serves, Shed, Work
@@ -56,10 +57,12 @@ class Listening:
         linear_for_asr: bool,
         final_tail_s: float,
         check_full_window: bool,
+        denoising: Denoising | None = None,
     ) -> None:
         """``run``: carries out the core's commands; ``weigh``: a pause's transcript to the end of
         the turn; ``linear_for_asr``: the ASR hears the linear canceller's output (else AEC3's);
-        ``check_full_window``: interruption checks over Whisper's full window (else the short one)."""
+        ``check_full_window``: interruption checks over Whisper's full window (else the short one);
+        ``denoising``: the noise suppressors, after the echo cancellers (None: off)."""
         self.engines = engines
         self.clock = clock
         self.conversation = conversation
@@ -76,6 +79,8 @@ class Listening:
         self._check_full_window = check_full_window
         self.aec = EchoCanceller() if echo_cancel else None
         self.asr_aec = LinearEchoCanceller() if echo_cancel and linear_for_asr else None
+        self.denoising = denoising if denoising is not None else Denoising("off", for_asr=False, echo_cancel=False)
+        self._tails: dict[str, np.ndarray] = {}
 
     def push(self, block: np.ndarray, far: np.ndarray | None, playing: bool) -> list[Heard]:
         """A block of microphone audio (``far``: what the speaker played over it; None: silence);
@@ -90,8 +95,30 @@ class Listening:
             linear = self.asr_aec
             asr = self._work.call(Serves.HEARING, linear.process, raw, far) if linear is not None else block
             raw = raw[: len(block)]
+        if self.denoising.on or self._tails:
+            raw, block, asr = self._work.call(Serves.HEARING, self._clean, raw, block, asr)
         self.audio.append(asr)
         return self.hearing.push(block, raw, far, playing=playing)
+
+    def _clean(self, raw: np.ndarray, block: np.ndarray, asr: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The views cleaned (on the event loop's thread, as the cancellers run: ~1.2 ms of a core
+        per view and 20 ms block), after what suppressors that were turned off held back."""
+        d = self.denoising
+        tails, self._tails = self._tails, {}
+
+        def clean(view: str, audio: np.ndarray) -> np.ndarray:
+            out = d.clean(view, audio)
+            return np.concatenate([tails[view], out]) if view in tails else out
+
+        if self.aec is None:  # no canceller: one signal, the microphone's, cleaned once
+            cleaned = clean("vad", raw)
+            return cleaned, cleaned, cleaned if d.for_asr else asr
+        return clean("raw", raw), clean("vad", block), clean("asr", asr)
+
+    def set_denoise(self, kind: Denoise) -> None:
+        """Noise suppression on or off mid-session (Realtime's session.update). The streams keep
+        their length: what a suppressor that stops held back goes before the next block as silence."""
+        self._tails = self.denoising.set(kind)
 
     # -- partials ----------------------------------------------------------------
 

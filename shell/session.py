@@ -66,6 +66,7 @@ from core.playout import Playout
 from core.turns import Conversation
 from shell.clock import Clock
 from shell.config import SessionConfig
+from shell.denoising import Denoise, Denoising
 from shell.device import AudioDevice, UncontrolledSpeaker
 from shell.engines import Engines
 from shell.heard_audio import HeardAudio
@@ -162,6 +163,7 @@ class Session:
         self._listening = Listening(
             engines, clock, c, hearing, audio, work, run, emit, error, self._turn_end.weigh, echo_cancel, linear,
             cfg.final_tail_s, cfg.interruption_check_window == "full",
+            Denoising(cfg.denoise, cfg.denoise_asr, echo_cancel),
         )  # fmt: skip
         self._speaking = Speaking(engines, clock, c, self._playout, work, run, emit, error, lockstep, f"{id(self):x}")
         self._line = PhoneLine(cfg.call, clock, c, self._playout, run, busy=_weakly(self._in_use))
@@ -296,6 +298,10 @@ class Session:
         await self._work.cancel(*([tts] if tts else []))
 
     # -- the client's side (typed turns, client tools) -------------------------
+
+    def set_denoise(self, kind: Denoise) -> None:
+        """Noise suppression on or off from the next block of microphone audio."""
+        self._listening.set_denoise(kind)
 
     def set_client_tools(self, specs: list[dict[str, Any]]) -> None:
         """The tools the client runs itself (``[]``: none): offered to the model beside the

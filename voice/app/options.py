@@ -247,6 +247,20 @@ OPTIONS: tuple[Option, ...] = (
     switch(
         "--no-aec", SessionConfig, "echo_cancel", _not, help="do not cancel the assistant's echo from the microphone"
     ),
+    value(
+        "--denoise",
+        SessionConfig,
+        "denoise",
+        choices=["rnnoise", "off"],
+        help="noise suppression of what the VAD hears, after the echo canceller (RNNoise)",
+    ),
+    switch(
+        "--denoise-asr",
+        SessionConfig,
+        "denoise_asr",
+        bool,
+        help="with --denoise: Whisper and Smart Turn hear the cleaned audio too",
+    ),
     ms(
         "--barge-in-commit-ms",
         BargeInPolicy,
