@@ -202,7 +202,7 @@ class Answering:
         hold = f.hold
         if hold is not None and hold.utterance == utterance:
             if over.policy.interrupts(
-                text, hold.echo, no_speech_prob, level, over.user_level_db, background, f.language.current
+                text, hold.echo, no_speech_prob, level, over.person.db, background, f.language.current
             ):
                 out += over.barge_in(t, reason="words")
             else:
@@ -212,7 +212,7 @@ class Answering:
                 f.state = f.idle_state()
             return out
         if level is not None and hold is None:  # the person's own turn: how loud they speak
-            over.user_level_db = level if over.user_level_db is None else (over.user_level_db + level) / 2
+            over.person.learn(level)
         if f.response is not None:
             f.waiting.append((utterance, text, onset, end))
             return out

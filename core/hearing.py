@@ -60,6 +60,7 @@ from core.endpointing import (
 )
 from core.events import EndOfTurnDecision
 from core.levels import BackgroundMeter, LevelMeter
+from core.near_speech import NearSpeech
 from core.partials import PartialConfig, PartialPolicy
 
 FRAME_S = VAD_FRAME / ASR_RATE
@@ -150,8 +151,10 @@ class Hearing:
         budget: Budget | None = None,
         end_of_turn: EndOfTurnConfig | None = None,
         transcripts: bool = False,
+        near: NearSpeech | None = None,
     ) -> None:
-        """``transcripts``: the caller gives :meth:`transcript` a transcript of each pause."""
+        """``transcripts``: the caller gives :meth:`transcript` a transcript of each pause;
+        ``near``: speech far under the person's own level does not count (None: all counts)."""
         if (gate is None) != (vad_raw is None):
             raise ValueError("the echo gate needs the raw microphone's VAD, and only it does")
         self.end_of_turn = EndOfTurn(end_of_turn, transcripts) if end_of_turn is not None else None
@@ -162,6 +165,7 @@ class Hearing:
         self._vad = vad
         self._vad_raw = vad_raw
         self.gate = gate
+        self.near = near
         self._partials = partials
         self._budget = budget if budget is not None else Budget()
         self.level = LevelMeter()  # loudness of the current utterance's voiced frames
@@ -271,10 +275,12 @@ class Hearing:
         if self.gate is not None and self._vad_raw is not None:
             self.gate.far_frame(far)
             prob = self.gate(self._vad_raw(raw), prob, raw, frame)
+        near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
+        if self.near is not None:
+            prob = self.near(prob, near)
         ep = self.endpointer
         was_pending = ep.in_speech or ep.pending_onset is not None
         edge = ep.push(prob, t)
-        near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
         if prob >= self.endpoint.threshold:
             if not was_pending:
                 self.level.reset()  # the first voiced frame of what may become an utterance

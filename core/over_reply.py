@@ -26,6 +26,7 @@ from core.events import (
     ResumeReason,
 )
 from core.floor import Floor, State
+from core.near_speech import PersonLevel
 from core.reply import Hold, Reply
 from core.truncation import HeardReplies
 
@@ -33,11 +34,11 @@ from core.truncation import HeardReplies
 class OverReply:
     """Speech over one conversation's replies (see the module's docstring)."""
 
-    def __init__(self, floor: Floor, policy: BargeInPolicy, heard_replies: HeardReplies) -> None:
+    def __init__(self, floor: Floor, policy: BargeInPolicy, heard_replies: HeardReplies, person: PersonLevel) -> None:
         self.floor = floor
         self.policy = policy
         self.heard_replies = heard_replies
-        self.user_level_db: float | None = None  # the person's loudness in the turns answered so far
+        self.person = person  # the person's loudness in the turns answered so far
         self.cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
         # Whether the reply may end now (it was resumed): the reply's course decides, set by the conversation.
         self.finish: Callable[[Reply, float], list[Command]] = lambda r, t: []
@@ -111,9 +112,7 @@ class OverReply:
         )
         out: list[Command] = [Emit(check)]
         language = self.floor.language.current
-        if self.policy.interrupts(
-            text, hold.echo, no_speech_prob, level_db, self.user_level_db, background_db, language
-        ):
+        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.person.db, background_db, language):
             self.cut_by[utterance] = text
             out += self.barge_in(t, reason="words")
         return out

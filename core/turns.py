@@ -61,6 +61,7 @@ from core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from core.history import History, ToolStatus
 from core.language import ConversationLanguage, Detected, LanguageConfig
 from core.ledger import Word
+from core.near_speech import PersonLevel
 from core.over_reply import OverReply
 from core.reply import Reply
 from core.reply_flow import ReplyFlow
@@ -88,6 +89,7 @@ class Conversation:
         filler: str | None = "One moment.",
         filler_delay_s: float = 1.0,
         language: LanguageConfig | None = None,
+        person: PersonLevel | None = None,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
@@ -98,12 +100,12 @@ class Conversation:
         ``tools``: the specs of the tools offered to the model (None: none); a reply
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
         ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never).
-        ``language``: the language spoken, held or detected utterance by utterance (None: English)."""
+        ``language``: the language spoken (None: English); ``person``: their loudness, learnt here."""
         self._floor = Floor(history if history is not None else History(), language=ConversationLanguage(language))
         self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
         self._spec = Speculation(speculation)
         heard_replies = HeardReplies(self._floor.history, output_rate)
-        self._over = OverReply(self._floor, barge_in or BargeInPolicy(), heard_replies)
+        self._over = OverReply(self._floor, barge_in or BargeInPolicy(), heard_replies, person or PersonLevel())
         self._flow = ReplyFlow(
             self._floor, self._spec, self._tool_rounds, heard_replies, output_rate, first_phrase_min_words
         )
@@ -141,7 +143,7 @@ class Conversation:
     @property
     def user_level_db(self) -> float | None:
         """The person's loudness in the turns answered so far (dB; None: none yet)."""
-        return self._over.user_level_db
+        return self._over.person.db
 
     @property
     def system_prompt(self) -> str | None:

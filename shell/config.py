@@ -10,6 +10,7 @@ from core.call import CallConfig
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
+from core.near_speech import NearSpeechConfig
 from core.partials import PartialConfig
 from shell.denoising import Denoise
 
@@ -31,6 +32,8 @@ class SessionConfig:
     partials: PartialConfig = field(default_factory=PartialConfig)
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
+    # Speech far under the person's own level (a TV, someone across the room) is not a turn.
+    near_speech: NearSpeechConfig = field(default_factory=NearSpeechConfig)
     echo_cancel: bool = True  # remove the assistant's own voice from the microphone
     # Noise suppression after the echo canceller (shell/denoising.py): "rnnoise" cleans what the VAD
     # hears (both its views), and with denoise_asr what Whisper and Smart Turn hear too.

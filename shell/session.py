@@ -60,8 +60,9 @@ from core.commands import (
 from core.echo_gate import EchoGate
 from core.end_of_turn import CheckEndOfTurn
 from core.events import Error, Event
-from core.hearing import Heard, Hearing, PartialDue
+from core.hearing import FRAME_S, Heard, Hearing, PartialDue
 from core.history import History
+from core.near_speech import NearSpeech, PersonLevel
 from core.playout import Playout
 from core.turns import Conversation
 from shell.clock import Clock
@@ -122,6 +123,7 @@ class Session:
         prompt = cfg.system_prompt
         if self.tools and cfg.tools_prompt:
             prompt = f"{prompt} {cfg.tools_prompt}" if prompt else cfg.tools_prompt
+        person = PersonLevel()  # learnt by the conversation, compared with by the hearing
         self.conversation = c = Conversation(
             prompt,
             history,
@@ -135,6 +137,7 @@ class Session:
             filler=cfg.filler,
             filler_delay_s=cfg.filler_delay_s,
             language=cfg.language,
+            person=person,
         )
         if cfg.end_of_turn is not None and engines.smart_turn is None:
             raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")
@@ -151,6 +154,7 @@ class Session:
             budget=engines.partial_budget,
             end_of_turn=cfg.end_of_turn,
             transcripts=cfg.early_final_s is not None,  # the early final of each pause
+            near=NearSpeech(person, cfg.near_speech, FRAME_S, cfg.endpoint.threshold),
         )
         linear = echo_cancel and cfg.asr_audio == "linear"
         self._playout = Playout(self.output_rate)

@@ -1,0 +1,94 @@
+"""Speech far under the person's level (core/near_speech.py): a TV in the room is not a turn, the person over it is.
+
+Scripted levels: the VAD is a stand-in that calls everything above -60 dB speech, so that what
+decides is the level policy, not Silero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stand_in_engines import silence
+
+from core.audio import ASR_BLOCK, ASR_RATE
+from core.endpointing import EndpointConfig, SpeechStart
+from core.hearing import FRAME_S, Ended, Hearing
+from core.near_speech import NearSpeech, NearSpeechConfig, PersonLevel
+
+
+def vad(frame: np.ndarray) -> float:
+    return 0.95 if 10 * np.log10(float(np.mean(frame**2)) + 1e-12) > -60.0 else 0.02
+
+
+def talk(seconds: float, db: float, seed: int = 0) -> np.ndarray:
+    """Speech-like sound at ``db`` (mean square): noise under a 4 Hz syllable envelope, down 12 dB between."""
+    n = round(seconds * ASR_RATE)
+    rng = np.random.default_rng(seed)
+    envelope = 10 ** ((-6 + 6 * np.sin(2 * np.pi * 4 * np.arange(n) / ASR_RATE)) / 20)
+    x = rng.standard_normal(n) * envelope
+    return (x * 10 ** (db / 20) / np.sqrt(np.mean(x**2))).astype(np.float32)
+
+
+def feed(hearing: Hearing, audio: np.ndarray) -> list:
+    out = []
+    for i in range(0, len(audio), ASR_BLOCK):
+        block = audio[i : i + ASR_BLOCK]
+        out += hearing.push(block, block, np.zeros(len(block), dtype=np.float32), playing=False)
+    return out
+
+
+def hearing_with(person_db: float | None, config: NearSpeechConfig | None = None) -> Hearing:
+    person = PersonLevel()
+    if person_db is not None:
+        person.learn(person_db)
+    endpoint = EndpointConfig()
+    near = NearSpeech(person, config or NearSpeechConfig(), FRAME_S, endpoint.threshold)
+    return Hearing(endpoint, vad, near=near)
+
+
+def test_the_level_is_learnt_from_the_turns_later_ones_weighing_most():
+    person = PersonLevel()
+    assert person.db is None
+    person.learn(-20.0)
+    person.learn(-30.0)
+    assert person.db == -25.0
+
+
+def test_before_the_first_turn_everything_counts():
+    heard = feed(hearing_with(None), np.concatenate([silence(0.3), talk(1.5, -45.0), silence(1.0)]))
+    assert [h for h in heard if isinstance(h, SpeechStart)]
+
+
+@pytest.mark.parametrize("below_db", [15.0, 20.0])
+def test_a_voice_far_under_the_person_starts_no_turn(below_db):
+    hearing = hearing_with(-20.0)
+    heard = feed(hearing, np.concatenate([silence(0.3), talk(3.0, -20.0 - below_db), silence(1.0)]))
+    assert not [h for h in heard if isinstance(h, SpeechStart)]
+    assert hearing.near is not None and hearing.near.far_frames > 60
+
+
+@pytest.mark.parametrize("below_db", [0.0, 6.0])
+def test_the_person_s_own_quieter_speech_still_counts(below_db):
+    heard = feed(hearing_with(-20.0), np.concatenate([silence(0.3), talk(1.5, -20.0 - below_db), silence(1.0)]))
+    assert len([h for h in heard if isinstance(h, SpeechStart)]) == 1
+    assert len([h for h in heard if isinstance(h, Ended)]) == 1
+
+
+def test_the_person_over_a_tv_is_heard_and_their_turn_ends_while_the_tv_goes_on():
+    tv = talk(6.0, -35.0, seed=1)
+    person = np.concatenate([silence(1.0), talk(1.5, -20.0), silence(3.5)])
+    heard = feed(hearing_with(-20.0), tv + person)
+    (start,) = [h for h in heard if isinstance(h, SpeechStart)]
+    (ended,) = [h for h in heard if isinstance(h, Ended)]
+    assert start.onset == pytest.approx(1.0, abs=0.1)
+    # Within the hangover of the person's last word, not held open by the TV's speech.
+    assert ended.end == pytest.approx(2.5, abs=0.3)
+    assert ended.t < 2.5 + EndpointConfig().hangover_s + 0.4
+
+
+def test_off_all_counts():
+    heard = feed(
+        hearing_with(-20.0, NearSpeechConfig(below_person_db=None)),
+        np.concatenate([silence(0.3), talk(1.5, -40.0), silence(1.0)]),
+    )
+    assert [h for h in heard if isinstance(h, SpeechStart)]
