@@ -23,6 +23,7 @@ from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
+from core.near_speech import NearSpeechConfig
 from core.voices import parse_voices
 from llm.base import GenerationConfig
 from shell.config import SessionConfig
@@ -253,6 +254,15 @@ OPTIONS: tuple[Option, ...] = (
         "denoise",
         choices=["rnnoise", "off"],
         help="noise suppression of what the VAD hears, after the echo canceller (RNNoise)",
+    ),
+    value(
+        "--far-speech-db",
+        NearSpeechConfig,
+        "below_person_db",
+        convert=_or_none,
+        type=float,
+        help="speech this far under the person's own level is the room's (a TV, someone across it): not a turn,"
+        " not a barge-in (0: all speech counts)",
     ),
     switch(
         "--denoise-asr",

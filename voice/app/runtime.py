@@ -19,6 +19,7 @@ from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
+from core.near_speech import NearSpeechConfig
 from core.voices import VoiceSpecError, parse_voices
 from llm.base import GenerationConfig
 from shell import models
@@ -100,6 +101,7 @@ def session_config(args: argparse.Namespace, end_of_turn: EndOfTurnConfig | None
         language=configure(args, LanguageConfig),
         end_of_turn=end_of_turn,
         barge_in=configure(args, BargeInPolicy),
+        near_speech=configure(args, NearSpeechConfig),
         **given,
     )
     if args.system_prompt is not None:

@@ -41,6 +41,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "voice.bench.scenarios",
         "test scenarios on virtual time: wall time against the conversation's length, and runs identical",
     ),
+    "noise": (
+        "voice.bench.noise",
+        "real noise and a TV in the room at 20 to 0 dB, with and without RNNoise: WER, endpoints, barge-ins (virtual)",
+    ),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),

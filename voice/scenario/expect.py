@@ -136,7 +136,24 @@ def _conversation_checks(expect: Expectation, obs: Observed) -> list[Check]:
         out.append(_ended(None, obs))
     if expect.judge is not None:
         out.append(_judged(None, expect.judge, obs))
+    if expect.no_other_replies:
+        out.append(_no_other_replies(obs))
     return out
+
+
+def _no_other_replies(obs: Observed) -> Check:
+    """Nothing but the person's turns was answered, or cut a reply: not the TV, not the room."""
+    turns = set().union(*(obs.utterances(p) for p in obs.placed)) if obs.placed else set()
+    others = {e.utterance: e.t for e in obs.of(SpeechStart) if e.utterance not in turns}
+    answered = [e for e in obs.of(ResponseStart) if e.utterance in others]
+    cuts = [e for e in obs.of(BargeIn) if e.utterance in others]
+    if not answered and not cuts:
+        heard = f"{len(others)} other utterance{'s' if len(others) != 1 else ''}, none answered"
+        return Check(None, "no other replies", True, heard)
+    first = answered[0].utterance if answered else cuts[0].utterance
+    said = obs.heard_text({first})
+    why = f"{'answered' if answered else 'a barge-in by'} speech at {others[first]:.2f} s that no turn said"
+    return Check(None, "no other replies", False, _quoted(said), why)
 
 
 def _answered(i: int, within_ms: float, p: Placed, replies: list[int], obs: Observed) -> Check:

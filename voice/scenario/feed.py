@@ -55,8 +55,11 @@ class Feed:
         idle: Callable[[], bool],
         listen_s: float = 0.0,
         max_wait_s: float = 30.0,
+        room: np.ndarray | None = None,
     ) -> None:
+        """``room``: a sound under everything, looped from the start (None: a quiet room)."""
         self.turns = turns
+        self.room = room if room is not None and len(room) else None
         self.idle = idle
         self.listen_s = listen_s
         self.max_wait_s = max_wait_s
@@ -71,6 +74,12 @@ class Feed:
             self._reply_starts.append(event.t)
 
     def source(self, i: int) -> np.ndarray | None:
+        block = self._person(i)
+        if block is None or self.room is None:
+            return block
+        return block + np.take(self.room, np.arange(i * ASR_BLOCK, (i + 1) * ASR_BLOCK), mode="wrap")
+
+    def _person(self, i: int) -> np.ndarray | None:
         now = i * BLOCK_S
         if self._playing is None:
             nxt = len(self.placed)

@@ -127,3 +127,17 @@ def _mixed(audio: np.ndarray, mix: Mix, speech: tuple[float, float]) -> np.ndarr
     out[: len(audio)] = audio
     out[at : at + len(sound)] += sound
     return out
+
+
+def room_audio(mix: Mix, turns: list[TurnAudio]) -> np.ndarray:
+    """The room's sound at its level, to loop under the whole conversation: ``snr_db`` under the
+    person's speech (its mean power over every turn's sound), or its peak at ``db`` dBFS."""
+    sound = load_audio(mix.path)
+    if mix.db is not None:
+        return _at_peak(sound, mix.db).astype(np.float32)
+    assert mix.snr_db is not None
+    spans = [t.audio[round(t.speech_start * ASR_RATE) : round(t.speech_end * ASR_RATE)] for t in turns]
+    speech = np.concatenate(spans).astype(np.float64) if spans else np.zeros(0)
+    speech_rms = float(np.sqrt(np.mean(speech**2))) if len(speech) else 0.0
+    sound_rms = float(np.sqrt(np.mean(sound.astype(np.float64) ** 2))) or 1.0
+    return (sound * (speech_rms / sound_rms / 10 ** (mix.snr_db / 20))).astype(np.float32)

@@ -37,7 +37,7 @@ from voice.app.options import build_parser
 from voice.app.runtime import RunSetup, UsageError, call_config, run_setup
 from voice.scenario.expect import Check, Judgement, Observed, check
 from voice.scenario.feed import Feed, Placed
-from voice.scenario.person import TurnAudio, render
+from voice.scenario.person import TurnAudio, render, room_audio
 from voice.scenario.spec import Cue, Scenario, ScenarioError
 
 FIRST_CUE = Cue("at", 0.5)
@@ -167,8 +167,9 @@ async def run_scenario(
     cues = [t.cue or (NEXT_CUE if i or scenario.call else FIRST_CUE) for i, t in enumerate(scenario.turns)]
     events: list[Event] = []
     session: Session | None = None
+    room = room_audio(scenario.room, turns) if scenario.room is not None else None
     feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
-                listen_s=scenario.listen_s)  # fmt: skip
+                listen_s=scenario.listen_s, room=room)  # fmt: skip
     session = Session(
         engines, VirtualClock(), session_cfg, fan_out(events.append, feed.on_event), lockstep=True, tools=setup.tools
     )

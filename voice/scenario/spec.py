@@ -74,6 +74,8 @@ class Expectation:
     ended: bool = False  # the conversation ended (a goodbye, a quiet line hung up)
     judge: str | None = None  # a yes/no question about the reply, asked of the local model
     heard: str | None = None  # the person's transcript holds these words
+    # The conversation's: nothing but the person's turns was answered or cut a reply (a TV, the room).
+    no_other_replies: bool = False
 
     def kinds(self) -> list[str]:
         """The names of the checks asked for, in the order they are reported."""
@@ -129,6 +131,7 @@ class Scenario:
     turns: tuple[Turn, ...]
     echo: Echo | None = None
     listen_s: float = 0.0  # after the last turn and the assistant's answer, listen on this long
+    room: Mix | None = None  # a sound under the whole conversation, looped: a TV, a busy room, a street
     expect: Expectation = field(default_factory=Expectation)  # the conversation's own (ended, judge)
 
 
@@ -147,7 +150,7 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_from(data: Any, path: Path) -> Scenario:
     """The scenario ``data`` (the file's YAML) describes; ``path``: the file, whose folder paths are in."""
     r = _Reader(path)
-    top = r.mapping(data, "", {"name", "agent", "person", "turns", "echo", "listen_s", "expect"})
+    top = r.mapping(data, "", {"name", "agent", "person", "turns", "echo", "listen_s", "room", "expect"})
     agent = dict(r.mapping(top.get("agent", {}), "agent"))
     call = bool(agent.pop("call", False))
     if isinstance(agent.get("tools"), str | list):
@@ -174,6 +177,7 @@ def scenario_from(data: Any, path: Path) -> Scenario:
         turns=turns,
         echo=echo,
         listen_s=r.number(top.get("listen_s", 0.0), "listen_s"),
+        room=r.mix(top["room"], "room", at=False) if "room" in top else None,
         expect=r.expectation(top.get("expect", {}), "expect", scenario=True),
     )
 
@@ -265,20 +269,22 @@ class _Reader:
             if "snr_db" not in n or "sound" not in n:
                 raise self.fail(f"{where}.noise", "sound (a bundled sound or file) and snr_db are needed")
             mixes.append(Mix(self.sound(n["sound"], f"{where}.noise.sound"), None, self.number(n["snr_db"], where)))
-        for i, m in enumerate(t.get("mix") or []):
-            w = f"{where}.mix[{i}]"
-            m = self.mapping(m, w, {"sound", "at", "snr_db", "db"})
-            if "sound" not in m or ("snr_db" in m) == ("db" in m):
-                raise self.fail(w, "sound, and one of snr_db or db, are needed")
-            at = self.number(m["at"], f"{w}.at") if "at" in m else None
-            level = {k: self.number(m[k], f"{w}.{k}") for k in ("snr_db", "db") if k in m}
-            mixes.append(Mix(self.sound(m["sound"], f"{w}.sound"), at, **level))
+        mixes += [self.mix(m, f"{where}.mix[{i}]") for i, m in enumerate(t.get("mix") or [])]
         db = self.number(t["db"], f"{where}.db") if "db" in t else None
         expect = self.expectation(t.get("expect", {}), f"{where}.expect")
         return Turn(text, audio, cue, pause, tuple(mixes), db, expect)
 
+    def mix(self, value: Any, where: str, at: bool = True) -> Mix:
+        """A sound mixed in at a level (``at``: it may start at a time; a room's runs throughout)."""
+        m = self.mapping(value, where, {"sound", "at", "snr_db", "db"} if at else {"sound", "snr_db", "db"})
+        if "sound" not in m or ("snr_db" in m) == ("db" in m):
+            raise self.fail(where, "sound, and one of snr_db or db, are needed")
+        start = self.number(m["at"], f"{where}.at") if "at" in m else None
+        level = {k: self.number(m[k], f"{where}.{k}") for k in ("snr_db", "db") if k in m}
+        return Mix(self.sound(m["sound"], f"{where}.sound"), start, **level)
+
     def expectation(self, value: Any, where: str, scenario: bool = False) -> Expectation:
-        e = self.mapping(value, where, {"ended", "judge"} if scenario else EXPECT_KEYS)
+        e = self.mapping(value, where, {"ended", "judge", "no_other_replies"} if scenario else EXPECT_KEYS)
         out: dict[str, Any] = {}
         if "answered_within_ms" in e:
             out["answered_within_ms"] = self.number(e["answered_within_ms"], f"{where}.answered_within_ms")
@@ -290,7 +296,7 @@ class _Reader:
             out.update(reply)
         if "tool" in e:
             out["tool"] = self.tool(e["tool"], f"{where}.tool")
-        for flag in ("one_turn", "ignored", "ended"):
+        for flag in ("one_turn", "ignored", "ended", "no_other_replies"):
             if flag in e:
                 if not isinstance(e[flag], bool):
                     raise self.fail(f"{where}.{flag}", "true or false")
