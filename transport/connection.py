@@ -29,6 +29,7 @@ from core.events import Event
 from core.history import History
 from core.language import LanguageConfig
 from shell.clock import MonotonicClock
+from shell.config import SessionConfig
 from shell.pump import Pump
 from shell.recording import RecordingDevice
 from shell.session import Session
@@ -50,7 +51,7 @@ from transport.protocol import (
     UserText,
 )
 from transport.resample import Resampler, resampler
-from transport.server_types import Server
+from transport.server_types import Server, ServerConfig
 from transport.wire import quote
 
 log = logging.getLogger("voice.server")
@@ -225,17 +226,10 @@ class Connection:
                 self._set_input_rate(cfg.input_rate)
             if cfg.language is not None:  # Realtime's transcription language: the next utterances'
                 self.session.conversation.language.hold(cfg.language)
+            if cfg.denoise is not None:  # Realtime's noise_reduction: from the next block on
+                self.session.set_denoise(cfg.denoise)
             return
-        session_cfg = self.server.config.session
-        # WebRTC: the browser cancels the echo, with the speaker's real signal (which the server never sees).
-        echo_cancel = session_cfg.echo_cancel and cfg.echo_cancel and self.peer is None
-        session_cfg = dataclasses.replace(session_cfg, echo_cancel=echo_cancel)
-        if cfg.instructions is not None:
-            session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
-        if cfg.language is not None:  # the client's word on what its person speaks
-            session_cfg = dataclasses.replace(session_cfg, language=LanguageConfig(language=cfg.language))
-        if cfg.call:
-            session_cfg = dataclasses.replace(session_cfg, call=self.server.config.call)
+        session_cfg = client_session_config(self.server.config, cfg, webrtc=self.peer is not None)
         history = None
         conversations = self.server.conversations
         if conversations is None:
@@ -383,3 +377,20 @@ async def keep_recording(recorded: RecordingDevice, folder: Path | None, session
         return
     if recorder is not None:
         await asyncio.to_thread(recorder.keep_recording, str(path.resolve()))
+
+
+def client_session_config(server: ServerConfig, cfg: Configure, webrtc: bool) -> SessionConfig:
+    """The server's session configuration with what the client asked for at the start."""
+    session_cfg = server.session
+    # WebRTC: the browser cancels the echo, with the speaker's real signal (which the server never sees).
+    echo_cancel = session_cfg.echo_cancel and cfg.echo_cancel and not webrtc
+    session_cfg = dataclasses.replace(session_cfg, echo_cancel=echo_cancel)
+    if cfg.instructions is not None:
+        session_cfg = dataclasses.replace(session_cfg, system_prompt=cfg.instructions)
+    if cfg.language is not None:  # the client's word on what its person speaks
+        session_cfg = dataclasses.replace(session_cfg, language=LanguageConfig(language=cfg.language))
+    if cfg.denoise is not None:
+        session_cfg = dataclasses.replace(session_cfg, denoise=cfg.denoise)
+    if cfg.call:
+        session_cfg = dataclasses.replace(session_cfg, call=server.call)
+    return session_cfg

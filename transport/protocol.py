@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
@@ -89,6 +89,7 @@ class Configure:
     call: bool = False
     meta: dict[str, Any] | None = None
     language: str | None = None  # the language spoken: a code, or "auto" (None: the server's --language)
+    denoise: Literal["rnnoise", "off"] | None = None  # noise suppression (None: the server's --denoise)
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class HelloMessage(msgspec.Struct, frozen=True):
     language: Annotated[str, msgspec.Meta(min_length=2, max_length=4)] | None = None
     # Names from EXTRA_EVENTS; checked in the dialect, so that a wrong one is named with the right ones.
     extra_events: Annotated[tuple[Annotated[str, msgspec.Meta(max_length=64)], ...], msgspec.Meta(max_length=8)] = ()
+    denoise: Literal["rnnoise", "off"] | None = None
 
 
 class PlayedMessage(msgspec.Struct, frozen=True):
@@ -308,7 +310,13 @@ class VoiceProtocol:
             return [send_json(error("invalid_message", said))]
         self.extra_events = frozenset(m.extra_events)
         self.configured = Configure(
-            m.sample_rate, m.acks, lead_ms / 1000, m.echo_cancel, resume=m.session, language=m.language
+            m.sample_rate,
+            m.acks,
+            lead_ms / 1000,
+            m.echo_cancel,
+            resume=m.session,
+            language=m.language,
+            denoise=m.denoise,
         )
         return [self.configured]
 

@@ -37,7 +37,8 @@ def dialect_for(server: Server, request_path: str, session_id: str) -> Dialect:
 
         resume = parse_qs(url.query).get("session", [None])[0]
         semantic = server.config.session.end_of_turn is not None
-        return RealtimeProtocol(session_id, rate, limits, resume, semantic)
+        denoise = server.config.session.denoise != "off"
+        return RealtimeProtocol(session_id, rate, limits, resume, semantic, denoise)
     if url.path == "/telephony/twilio":
         from transport.twilio import TwilioProtocol
 

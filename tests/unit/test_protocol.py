@@ -731,3 +731,15 @@ def test_every_dialect_is_a_dialect_with_the_connections_signatures(dialect):
         given = inspect.signature(getattr(instance, name)).parameters
         assert wanted == list(given)[: len(wanted)], (dialect, name)
         assert all(p.default is not inspect.Parameter.empty for p in list(given.values())[len(wanted) :]), name
+
+
+@pytest.mark.parametrize("denoise", ["rnnoise", "off"])
+def test_hello_turns_noise_suppression_on_or_off(proto, denoise):
+    (configure,) = proto.receive_text(hello(denoise=denoise))
+    assert configure == Configure(16000, acks=False, lead_s=0.12, denoise=denoise)
+
+
+def test_hello_with_a_suppressor_the_server_does_not_have_is_refused(proto):
+    (message,) = sent(proto.receive_text(hello(denoise="krisp")))
+    assert message["type"] == "error" and message["code"] == "invalid_message" and "denoise" in message["message"]
+    assert proto.configured is None

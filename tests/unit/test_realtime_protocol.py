@@ -36,6 +36,7 @@ SESSION = {
         "input": {
             "format": {"type": "audio/pcm", "rate": 24000},
             "transcription": {"model": "whisper"},
+            "noise_reduction": None,
             "turn_detection": {"type": "server_vad", "create_response": True, "interrupt_response": True},
         },
         "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "piper"},
@@ -386,7 +387,7 @@ def test_session_update_needs_a_session_object(proto, text):
         {"input": {"format": None}},
         {"input": {}, "output": None},
         {"output": {"voice": "alloy"}},
-        {"input": {"transcription": {"model": "gpt-4o-transcribe"}, "noise_reduction": None}},
+        {"input": {"transcription": {"model": "gpt-4o-transcribe"}}},
     ],
     ids=["input-24k", "output-24k", "no-rate", "format-null", "empty-sides", "voice", "transcription"],
 )
@@ -869,3 +870,25 @@ def test_audio_sends_no_empty_deltas():
     open_response(proto, 1)
     deltas = [sent(proto.audio(np.full(320, 0.1, dtype=np.float32), 1)) for _ in range(10)]
     assert all(event["delta"] for d in deltas for event in d)
+
+
+@pytest.mark.parametrize(("reduction", "denoise", "shown"), [
+    ({"type": "near_field"}, "rnnoise", {"type": "near_field"}),
+    ({"type": "far_field"}, "rnnoise", {"type": "far_field"}),
+    (None, "off", None),
+])  # fmt: skip
+def test_session_update_noise_reduction_turns_the_suppressor_on_or_off(proto, reduction, denoise, shown):
+    configure, updated = sent(proto.receive_text(update(audio={"input": {"noise_reduction": reduction}})), ids=False)
+    assert configure == Configure(24000, acks=False, lead_s=0.12, denoise=denoise)
+    assert updated["session"]["audio"]["input"]["noise_reduction"] == shown
+
+
+def test_session_update_without_noise_reduction_leaves_it_as_it_was(proto):
+    configure, _ = sent(proto.receive_text(update(instructions="Be brief.")), ids=False)
+    assert configure.denoise is None
+
+
+def test_session_update_with_an_unknown_noise_reduction_changes_nothing(proto):
+    (error,) = sent(proto.receive_text(update(audio={"input": {"noise_reduction": {"type": "studio"}}})))
+    assert error["error"]["code"] == "invalid_value"
+    assert error["error"]["param"] == "session.audio.input.noise_reduction.type"

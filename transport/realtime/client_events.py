@@ -32,6 +32,7 @@ from transport.realtime.messages import (
     ClientEvent,
     ItemCreate,
     ItemTruncate,
+    NoiseReduction,
     ResponseCancel,
     ResponseCreate,
     SessionAudio,
@@ -41,6 +42,9 @@ from transport.realtime.messages import (
 )
 from transport.realtime.tools import _function_specs
 from transport.wire import Invalid, quote, read_message
+
+# Realtime's kinds of input noise reduction: the server has one suppressor (RNNoise) for both.
+NOISE_REDUCTION_TYPES = ("near_field", "far_field")
 
 
 class ClientEvents:
@@ -55,6 +59,7 @@ class ClientEvents:
     output_format: str
     tools: list[dict[str, Any]]
     tool_choice: str
+    noise_reduction: str | None
     _to_8k: g711.To8k | None
     _responses: dict[int, Any]
     _typed: list[str]
@@ -194,6 +199,14 @@ class ClientEvents:
                 "interrupt_response true",
                 "session.audio.input.turn_detection",
             )
+        reduction = audio.input.noise_reduction if audio.input is not None else msgspec.UNSET
+        if isinstance(reduction, NoiseReduction) and reduction.type not in NOISE_REDUCTION_TYPES:
+            said = f"noise_reduction type {quote(reduction.type)}: one of near_field, far_field (or null: off)"
+            return self._refuse(m, "invalid_value", said, "session.audio.input.noise_reduction.type")
+        denoise = None
+        if reduction is not msgspec.UNSET:
+            self.noise_reduction = reduction.type if isinstance(reduction, NoiseReduction) else None
+            denoise = "off" if reduction is None else "rnnoise"
         language = _transcription_language(session)
         if language is not None and not known_language(language):
             said = f"transcription language {quote(language)} is not one Whisper knows (a code such as en, es, ja)"
@@ -218,6 +231,7 @@ class ClientEvents:
             instructions=session.instructions,
             tools=tools,
             language=language,
+            denoise=denoise,
         )
         return [configure, self._event("session.updated", session=self._session())]
 

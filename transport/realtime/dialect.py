@@ -56,11 +56,15 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
         limits: Limits | None = None,
         resume: str | None = None,
         semantic: bool = False,
+        denoise: bool = False,
     ) -> None:
         """``semantic``: the server ends turns with its end-of-turn model (Smart Turn and the
-        words), which Realtime calls ``semantic_vad``; else by silence (``server_vad``)."""
+        words), which Realtime calls ``semantic_vad``; else by silence (``server_vad``).
+        ``denoise``: the server suppresses noise unless asked not to (its ``--denoise``)."""
         self.session_id = session_id
         self.semantic = semantic
+        # Realtime's input noise_reduction as the client last set it (None: off).
+        self.noise_reduction: str | None = "near_field" if denoise else None
         # ?session=ID in the URL: a stored conversation to go on with (an id is at most 64 characters).
         self._bad_resume = resume is not None and not 0 < len(resume) <= 64
         self.resume = None if self._bad_resume else resume
@@ -119,6 +123,7 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
                 "input": {
                     "format": _format(self.input_format),
                     "transcription": {"model": "whisper"},
+                    "noise_reduction": None if self.noise_reduction is None else {"type": self.noise_reduction},
                     "turn_detection": self._turn_detection(),
                 },
                 "output": {"format": _format(self.output_format), "voice": "piper"},

@@ -48,14 +48,14 @@ class Transcription(msgspec.Struct, frozen=True):  # Whisper transcribes; its la
     prompt: Annotated[str, msgspec.Meta(max_length=MAX_INSTRUCTIONS)] | None = None
 
 
-class NoiseReduction(msgspec.Struct, frozen=True):  # accepted and ignored
+class NoiseReduction(msgspec.Struct, frozen=True):  # either type: RNNoise (the server has one suppressor)
     type: Name
 
 
 class InputAudio(msgspec.Struct, frozen=True):
     format: AudioFormat | None = None
     transcription: Transcription | None = None
-    noise_reduction: NoiseReduction | None = None
+    noise_reduction: NoiseReduction | msgspec.UnsetType | None = msgspec.UNSET  # null: off
     turn_detection: TurnDetection | msgspec.UnsetType | None = msgspec.UNSET  # null: manual turns
 
 
