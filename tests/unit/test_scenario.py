@@ -273,3 +273,31 @@ async def test_a_reply_that_starts_before_the_speech_ends_is_not_an_answer_in_ti
     (c,) = result.checks
     assert not c.passed and c.figure.startswith("-")
     assert c.message.startswith("a reply started at") and c.message.endswith("before the speech ended at 4.10 s")
+
+
+async def test_a_room_runs_under_the_conversation_and_what_it_says_must_not_be_answered(sounds):
+    # The room: 6 s quiet, then 1 s of "speech" (a tone the stand-in hears as words), looped.
+    write_wav(sounds / "room.wav", np.concatenate([silence(6.0), tone(1.0, hz=QUESTION_HZ)]), ASR_RATE)
+    turns = [{"audio": "question.wav", "expect": {"heard": "what time"}}]
+    top = {"listen_s": 8.0, "expect": {"no_other_replies": True}}
+    loud = scenario(sounds, turns, room={"sound": "room.wav", "db": -10}, **top)
+    result = await run_scenario(loud, StandIns(["It is noon.", "Still noon."]), setup())
+    c = by_name(result)[(None, "no other replies")]
+    assert not c.passed and c.message.startswith("answered speech at 6.") and c.message.endswith("that no turn said")
+    assert c.figure == '"what time is it"'
+    mic = result.recording.person()
+    assert np.abs(mic[round(6.2 * ASR_RATE) : round(6.8 * ASR_RATE)]).max() > 0.2  # the room is in the recording
+
+    quiet = scenario(sounds, turns, room={"sound": "room.wav", "db": -60}, **top)
+    result = await run_scenario(quiet, StandIns(["It is noon."]), setup())
+    assert by_name(result)[(None, "no other replies")].passed
+
+
+def test_a_room_needs_a_sound_and_one_level(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"turns": [{"say": "hi"}], "room": {"sound": "cough", "at": 1.0, "db": -20}}))
+    with pytest.raises(ScenarioError, match=r"room: unknown key 'at'"):
+        load_scenario(path)
+    path.write_text(yaml.safe_dump({"turns": [{"say": "hi"}], "room": {"sound": "tap"}}))
+    with pytest.raises(ScenarioError, match=r"room: sound, and one of snr_db or db, are needed"):
+        load_scenario(path)
