@@ -94,6 +94,7 @@ async def talk(
     interrupt: tuple[np.ndarray, float] | None = None,
     resume: str | None = None,
     language: str | None = None,
+    denoise: str | None = None,
 ) -> ClientResult:
     """Say ``audio`` (mono float32 at ``rate``) to the server at ``url`` and listen to the answer.
 
@@ -113,6 +114,8 @@ async def talk(
             hello["session"] = resume
         if language is not None:
             hello["language"] = language
+        if denoise is not None:
+            hello["denoise"] = denoise
         await ws.send(json.dumps(hello))
         while (ready := json.loads(await ws.recv())).get("type") == "error":
             result.events.append(ready)  # unknown_session etc.: said, and a new conversation started

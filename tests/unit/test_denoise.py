@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
+from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer
 
 from asr.denoise import RNNoiseDenoiser
+from core.audio import ASR_BLOCK, ASR_RATE
+from shell.clock import VirtualClock
+from shell.config import SessionConfig
 from shell.denoising import Denoising
+from shell.session import Session
 from transport.files import load_audio
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -55,3 +61,27 @@ def test_the_views_cleaned_follow_the_echo_canceller_and_the_asr_choice():
     assert with_aec.clean("asr", block) is block  # not a view it cleans
     tails = with_aec.set("off")
     assert set(tails) == {"vad", "raw"} and not with_aec.on
+
+
+@pytest.mark.parametrize("echo_cancel", [False, True])
+async def test_a_session_switched_on_and_off_mid_stream_keeps_every_stream_s_length(echo_cancel):
+    """Realtime's session.update may turn suppression on and off mid-session: the VAD's frames
+    and the ASR's audio stay on the microphone's timeline (what a stopped suppressor held back
+    goes in as silence)."""
+    engines = StandInEngines(StandInRecognizer({}), StandInLLM([]))
+    config = SessionConfig(echo_cancel=echo_cancel, end_of_turn=None, denoise="off", denoise_asr=True)
+    session = Session(engines, VirtualClock(), config, lockstep=True)
+    noise = load_audio(FIXTURES / "noise_dishes_12s.wav")
+    blocks = [noise[i : i + ASR_BLOCK] for i in range(0, 3 * ASR_RATE, ASR_BLOCK)]
+    for i, block in enumerate(blocks):
+        if i == 50:
+            session.set_denoise("rnnoise")
+            assert session._listening.denoising.on
+        if i == 100:
+            session.set_denoise("off")
+        session.push_audio(block)
+    pushed = 3 * ASR_RATE
+    hearing, heard = session._listening.hearing, session._listening.audio
+    assert heard.audio.end == pushed
+    assert pushed - 512 < hearing.frames * 512 <= pushed
+    await session.aclose()

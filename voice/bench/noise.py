@@ -38,7 +38,7 @@ from transport.files import load_audio
 from voice.bench.common import FIXTURES, ROOT, SHARED_SPEECH, parser
 from voice.bench.scoring import word_error_rate
 from voice.scenario.runner import LoadedEngines, run_scenario
-from voice.scenario.spec import SOUNDS_DIR, Cue, Expectation, Mix, Pause, Person, Scenario, Turn
+from voice.scenario.spec import SOUNDS_DIR, Cue, Echo, Expectation, Mix, Pause, Person, Scenario, Turn
 
 NOISE = FIXTURES / "noise"
 ROOMS: dict[str, Path] = {
@@ -108,7 +108,7 @@ def conditions() -> list[Condition]:
     return out
 
 
-def scenario(condition: Condition, mode: str, variant: int) -> Scenario:
+def scenario(condition: Condition, mode: str, variant: int, echo: Echo | None = None) -> Scenario:
     question, paused, interruption = VARIANTS[variant]
     assert paused.pause_after is not None
     turns = (
@@ -124,6 +124,7 @@ def scenario(condition: Condition, mode: str, variant: int) -> Scenario:
         call=False,
         person=Person(),
         turns=turns,
+        echo=echo,
         listen_s=LISTEN_S,
         room=condition.room,
         expect=Expectation(),
@@ -151,6 +152,8 @@ def observe(result, variant: int) -> dict:
     finals = [e for e in obs.of(AsrFinal) if e.utterance in turns.get(1, set()) and e.text]
     out["cut_at_pause"] = len(finals) > 1
     out["missed_barge_in"] = not (turns.get(2, set()) & cut_by)
+    cuts = [e for e in obs.of(BargeIn) if e.utterance in turns.get(2, set())]
+    out["barge_in_ms"] = round((cuts[0].paused_at - placed[2].speech_start) * 1000) if cuts and 2 in placed else None
     out["false_barge_in"] = bool(turns.get(3, set()) & cut_by)
     others = {e.utterance for e in obs.of(SpeechStart)} - said
     out["replies_to_room"] = len(others & (answered | cut_by))
@@ -176,7 +179,9 @@ def rnnoise_cost(blocks: int = 2000) -> dict:
     }
 
 
-async def measure(conds: list[Condition], modes: list[str], variants: int) -> tuple[list[dict], float]:
+async def measure(
+    conds: list[Condition], modes: list[str], variants: int, echo: Echo | None = None
+) -> tuple[list[dict], float]:
     engines = LoadedEngines()
     rows = []
     try:
@@ -186,7 +191,7 @@ async def measure(conds: list[Condition], modes: list[str], variants: int) -> tu
                 t0 = time.monotonic()
                 for v in range(variants):
                     load_before = engines.load_s
-                    result = await run_scenario(scenario(condition, mode, v), engines)
+                    result = await run_scenario(scenario(condition, mode, v, echo), engines)
                     runs.append(observe(result, v))
                     t0 += engines.load_s - load_before
                 rows.append(summary(condition, mode, runs, time.monotonic() - t0))
@@ -199,6 +204,7 @@ async def measure(conds: list[Condition], modes: list[str], variants: int) -> tu
 def summary(condition: Condition, mode: str, runs: list[dict], wall_s: float) -> dict:
     wers = [w for r in runs for w in r["wer"].values()]
     endpoints = [r["endpoint_ms"] for r in runs if r["endpoint_ms"] is not None]
+    reactions = [r["barge_in_ms"] for r in runs if r.get("barge_in_ms") is not None]
     n = len(runs)
     return {
         "condition": condition.name,
@@ -210,6 +216,7 @@ def summary(condition: Condition, mode: str, runs: list[dict], wall_s: float) ->
             "cut_at_pause": f"{sum(r['cut_at_pause'] for r in runs)}/{n}",
             "false_barge_ins": f"{sum(r['false_barge_in'] for r in runs)}/{n}",
             "missed_barge_ins": f"{sum(r['missed_barge_in'] for r in runs)}/{n}",
+            "barge_in_ms": round(statistics.mean(reactions)) if reactions else None,
             "replies_to_room": sum(r["replies_to_room"] for r in runs),
             "missed_turns": f"{sum(r['missed_turns'] for r in runs)}/{2 * n}",
         },
@@ -221,15 +228,17 @@ def summary(condition: Condition, mode: str, runs: list[dict], wall_s: float) ->
 def table(rows: list[dict]) -> str:
     head = (
         "| room | mode | WER | endpoint (ms) | cut at a pause | false barge-ins | missed barge-ins "
-        "| replies to the room | own turns missed |"
+        "| barge-in paused (ms) | replies to the room | own turns missed |"
     )
-    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f = r["figures"]
         endpoint = "-" if f["endpoint_ms"] is None else str(f["endpoint_ms"])
+        reaction = "-" if f.get("barge_in_ms") is None else str(f["barge_in_ms"])
         lines.append(
             f"| {r['condition']} | {r['mode']} | {f['wer']:.3f} | {endpoint} | {f['cut_at_pause']} | "
-            f"{f['false_barge_ins']} | {f['missed_barge_ins']} | {f['replies_to_room']} | {f['missed_turns']} |"
+            f"{f['false_barge_ins']} | {f['missed_barge_ins']} | {reaction} | {f['replies_to_room']} "
+            f"| {f['missed_turns']} |"
         )
     return "\n".join(lines)
 
@@ -240,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variants", type=int, default=len(VARIANTS), choices=range(1, len(VARIANTS) + 1))
     ap.add_argument("--modes", default=",".join(MODES), help="which of: " + ", ".join(MODES))
     ap.add_argument("--conditions", help="only these rooms, by name (clean, 'babble 10 dB', 'tv -15 dB', ...)")
+    ap.add_argument("--echo-db", type=float, help="through speakers: the reply back into the microphone at this level")
+    ap.add_argument("--json-name", default="noise.json", help="the file written in --out")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
     if unknown := [m for m in modes if m not in MODES]:
@@ -251,14 +262,21 @@ def main(argv: list[str] | None = None) -> None:
         if len(conds) != len(wanted):
             ap.error(f"unknown condition in {args.conditions!r} (names: {', '.join(c.name for c in conditions())})")
     cost = rnnoise_cost()
-    rows, cold_s = asyncio.run(measure(conds, modes, args.variants))
+    echo = Echo(db=args.echo_db) if args.echo_db is not None else None
+    rows, cold_s = asyncio.run(measure(conds, modes, args.variants, echo))
     print(f"\nengines loaded in {cold_s:.1f} s (cold start, not counted); {args.variants} conversations per row\n")
     print(table(rows))
     print(f"\nRNNoise per 20 ms block: p50 {cost['p50_ms']} ms, p95 {cost['p95_ms']} ms (one view; 2 cores)")
     args.out.mkdir(parents=True, exist_ok=True)
-    doc = {"variants": args.variants, "cold_start_s": round(cold_s, 1), "rnnoise_per_block": cost, "rows": rows}
-    (args.out / "noise.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"\nwrote {args.out / 'noise.json'}")
+    doc = {
+        "variants": args.variants,
+        "echo_db": args.echo_db,
+        "cold_start_s": round(cold_s, 1),
+        "rnnoise_per_block": cost,
+        "rows": rows,
+    }
+    (args.out / args.json_name).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"\nwrote {args.out / args.json_name}")
 
 
 if __name__ == "__main__":
