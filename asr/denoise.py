@@ -3,11 +3,11 @@
 RNNoise (Xiph; a small recurrent network with its model compiled into the library) works on
 48 kHz frames of 10 ms. The library comes in the ``pyrnnoise`` wheel (``librnnoise.so``); it is
 called here through ctypes, as the wheel's Python side pulls in an audio-file stack we do not
-need. The 16 kHz stream is resampled to 48 kHz and back (soxr, streaming, which keeps its output
-aligned), and RNNoise's own delay (two frames, measured once) is withheld from the start of the
-output, so sample ``n`` out is sample ``n`` in, cleaned. The output runs behind the input by
-that delay and the filters' (about 50 ms); what is still inside them when the stream stops is
-not heard.
+need. The 16 kHz stream is taken to 48 kHz and back by short linear-phase filters (1 ms each
+way: soxr's good ones held back 52 ms, and every ms here delays the endpoint), and the output is
+kept on the input's timeline: RNNoise's delay (two frames, measured) and the filters' are
+withheld from its start, so sample ``n`` out is sample ``n`` in, cleaned. The output runs
+behind the input by that delay, 22 ms, and up to a frame more.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import soxr
 
 from core.audio import ASR_RATE
 
@@ -55,8 +54,8 @@ class RNNoiseDenoiser:
         self._lib = _rnnoise()
         self._frame = self._lib.rnnoise_get_frame_size()  # 480: 10 ms at 48 kHz
         self._state = self._lib.rnnoise_create(None)
-        self._up = soxr.ResampleStream(ASR_RATE, RNNOISE_RATE, 1, dtype="float32", quality="HQ")
-        self._down = soxr.ResampleStream(RNNOISE_RATE, ASR_RATE, 1, dtype="float32", quality="HQ")
+        self._up = _Filter(_TAPS * _FACTOR)  # the zero-stuffed stream's images out, its level kept
+        self._down = _Filter(_TAPS)  # what 16 kHz cannot hold out, before every third sample is kept
         self._pending = np.zeros(0, dtype=np.float32)  # 48 kHz samples short of a whole frame
         self._buf = np.zeros(self._frame, dtype=np.float32)
         self._ptr = self._buf.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
@@ -68,7 +67,9 @@ class RNNoiseDenoiser:
         """The next 16 kHz samples of the stream, cleaned; what comes out is the stream so far,
         aligned with the input's start (it runs behind the input by the filters' delay)."""
         self._fed += len(audio)
-        up = self._up.resample_chunk(np.asarray(audio, dtype=np.float32))
+        stuffed = np.zeros(len(audio) * _FACTOR, dtype=np.float32)
+        stuffed[::_FACTOR] = audio
+        up = self._up(stuffed)
         data = np.concatenate([self._pending, up]) if len(self._pending) else up
         n = len(data) // self._frame
         out = np.empty(n * self._frame, dtype=np.float32)
@@ -78,7 +79,7 @@ class RNNoiseDenoiser:
             self.speech_probability = float(self._lib.rnnoise_process_frame(self._state, self._ptr, self._ptr))
             out[i * self._frame : (i + 1) * self._frame] = self._buf
         self._pending = data[n * self._frame :].copy()
-        down = self._down.resample_chunk(out / 32768.0)
+        down = self._down(out / 32768.0)[::_FACTOR]  # whole frames: the third samples stay in phase
         if self._withhold:
             drop = min(self._withhold, len(down))
             down, self._withhold = down[drop:], self._withhold - drop
@@ -100,6 +101,30 @@ class RNNoiseDenoiser:
         self.close()
 
 
+class _Filter:
+    """A streaming FIR filter (float32), its state carried from one call to the next."""
+
+    def __init__(self, taps: np.ndarray) -> None:
+        self._taps = taps
+        self._state = np.zeros(len(taps) - 1, dtype=np.float32)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if not len(x):
+            return np.zeros(0, dtype=np.float32)
+        buf = np.concatenate([self._state, x.astype(np.float32, copy=False)])
+        self._state = buf[len(buf) - len(self._state) :]
+        return np.convolve(buf, self._taps, mode="valid").astype(np.float32)
+
+
+def _low_pass(n: int, cutoff_hz: float, rate: int) -> np.ndarray:
+    """A linear-phase low-pass of ``n`` taps (odd): a Blackman-windowed sinc, unity gain at 0 Hz."""
+    t = np.arange(n) - (n - 1) / 2
+    taps = np.sinc(2 * cutoff_hz / rate * t) * np.blackman(n)
+    return (taps / taps.sum()).astype(np.float32)
+
+
+_FACTOR = RNNOISE_RATE // ASR_RATE
+_TAPS = _low_pass(97, 7000.0, RNNOISE_RATE)  # 48 samples (1 ms) of delay at 48 kHz
 # RNNoise's output is its input of two frames (20 ms) before, measured by cross-correlation on
-# speech (tests/unit/test_denoise.py); soxr's streams keep their output aligned by themselves.
-_DELAY = 2 * ASR_RATE // 100
+# speech (tests/unit/test_denoise.py); the two filters add 48 samples each at 48 kHz.
+_DELAY = 2 * ASR_RATE // 100 + 2 * (len(_TAPS) - 1) // 2 // _FACTOR

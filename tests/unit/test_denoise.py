@@ -36,11 +36,11 @@ def test_the_cleaned_speech_is_on_the_input_s_timeline():
     assert len(speech) - 1200 < len(out) <= len(speech)  # only the filters' last samples still inside
 
 
-def test_one_that_takes_over_mid_stream_runs_20_ms_late_and_finish_keeps_the_length():
+def test_one_that_takes_over_mid_stream_runs_22_ms_late_and_finish_keeps_the_length():
     speech = load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")
     d = RNNoiseDenoiser(aligned=False)
     out = _through(d, speech)
-    assert _best_lag(speech, out) == 320
+    assert _best_lag(speech, out) == 352  # RNNoise's two frames, and the filters' 1 ms each way
     assert len(out) + len(d.finish()) == len(speech)
 
 
