@@ -1,7 +1,8 @@
 """Turn-taking, barge-in and recognition in real noise, with and without noise suppression.
 
     python -m voice.bench noise [--out DIR] [--variants N] [--modes off,rnnoise,rnnoise-asr]
-                                [--conditions NAME,...]        (default: docs/bench, 2, all three, all)
+                                [--conditions NAME,...] [--echo-db DB] [--json-name FILE]
+                                (default: docs/bench, 2, all four, all, no echo, noise.json)
 
 Each condition is a room: a real noise recording (the washing-up, a running tap, music, six
 people talking) at 20, 10, 5 and 0 dB SNR under the person's speech, or a TV (JFK's inaugural,
@@ -16,8 +17,9 @@ level, since they are one person):
 
 then 8 s of the room alone. Every utterance that is none of the person's turns and is answered
 or cuts a reply is a reply to the room. The modes are the same conversations with
-``--denoise off``, ``--denoise rnnoise`` (the VAD hears cleaned audio) and ``rnnoise-asr`` (so do
-Whisper and Smart Turn), in the same run on the same engines. RNNoise's cost per 20 ms block
+``--denoise off``, ``--denoise rnnoise`` (the VAD hears cleaned audio), ``rnnoise-asr`` (so do
+Whisper and Smart Turn) and ``no-far-speech`` (off, and ``--far-speech-db 0``: all speech counts),
+in the same run on the same engines. RNNoise's cost per 20 ms block
 is timed apart. Prints a table and writes DIR/noise.json.
 """
 
@@ -54,6 +56,7 @@ MODES = {
     "off": {"denoise": "off"},
     "rnnoise": {"denoise": "rnnoise"},
     "rnnoise-asr": {"denoise": "rnnoise", "denoise_asr": True},
+    "no-far-speech": {"denoise": "off", "far_speech_db": 0},  # what the level rule buys (--far-speech-db 0)
 }
 PERSON_PEAK_DB = -7.0  # every recording of the person at the same peak: they are one person
 LISTEN_S = 8.0  # the room alone after the last reply
