@@ -8,11 +8,13 @@ speaks close to the microphone, the room's talkers from metres away, 10 to 20 dB
 then discounts the VAD's speech where the voiced sound of the last ``window_s`` is more than
 ``below_person_db`` under it. So far speech alone starts no turn and no barge-in, and while the
 person speaks over it the pauses between their words are silence to the endpointer, not speech.
-Their own quieter words still count up to that margin. Before the first turn the loudest voiced
-sound heard so far stands in for the person's level, forgotten at ``forget_db_per_s`` (a loud
-sound the VAD took for speech must not leave the session deaf): the person close to the
-microphone is that loudest, so a TV that was on before they spoke is discounted once they have.
-What the TV said before the person's first words is still heard as theirs.
+Their own quieter words still count up to that margin. Before the first turn the voiced sound
+heard so far stands in for the person's level: a running mean of the windows that counted
+(``bootstrap_s``), forgotten at ``forget_db_per_s`` in silence (a loud sound the VAD took for
+speech must not leave the session deaf). A running mean, not the loudest: against the loudest
+window a question's trailing last word fell under the margin and the turn was cut before it.
+The person close to the microphone soon dominates it, so a TV that was on before they spoke is
+discounted once they have; what it said before their first words is heard as theirs.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class NearSpeechConfig:
     # reaches 8.2 dB under them at most. On 0.25 s windows those were 7.0 and 6.7: not separable.
     below_person_db: float | None = 8.0
     window_s: float = 0.5  # the stretch of voiced frames whose mean level is compared
-    forget_db_per_s: float = 1.0  # before the first turn: how fast the loudest heard is forgotten
+    forget_db_per_s: float = 1.0  # before the first turn: how fast what was heard is forgotten
+    bootstrap_s: float = 0.5  # before the first turn: the running mean's time constant, over voiced frames
 
 
 class PersonLevel:
@@ -58,15 +61,16 @@ class NearSpeech:
         self._voiced: deque[tuple[int, float]] = deque()  # (frame, energy) of the window's voiced frames
         self._frame = 0
         self._forget_db = config.forget_db_per_s * frame_s  # per frame
-        self.loudest_db: float | None = None  # the loudest voiced stretch so far, forgotten slowly
+        self._alpha = min(1.0, frame_s / config.bootstrap_s)
+        self.heard_db: float | None = None  # before the first turn: the voiced sound heard, as a running mean
         self.far_frames = 0  # voiced frames discounted so far
 
     def __call__(self, prob: float, energy: float) -> float:
         """``energy``: the frame's mean square, with the assistant's echo taken out."""
         below = self.config.below_person_db
         self._frame += 1
-        if self.loudest_db is not None:
-            self.loudest_db -= self._forget_db
+        if self.heard_db is not None:
+            self.heard_db -= self._forget_db
         if prob < self._threshold or below is None:
             return prob
         voiced = self._voiced
@@ -74,8 +78,14 @@ class NearSpeech:
         while voiced[0][0] <= self._frame - self._window:
             voiced.popleft()
         level = 10 * math.log10(sum(e for _, e in voiced) / len(voiced) + 1e-12)
-        self.loudest_db = level if self.loudest_db is None else max(self.loudest_db, level)
-        person = self.person.db if self.person.db is not None else self.loudest_db
+        person = self.person.db
+        if person is None:  # before the first turn: against what has been heard, which what counts moves
+            heard = self.heard_db
+            if heard is None or level >= heard - below:
+                self.heard_db = level if heard is None else heard + self._alpha * (level - heard)
+                return prob
+            self.far_frames += 1
+            return 0.0
         if level >= person - below:
             return prob
         self.far_frames += 1

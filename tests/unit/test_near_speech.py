@@ -59,14 +59,14 @@ def test_before_the_first_turn_a_quiet_voice_alone_counts():
     assert [h for h in heard if isinstance(h, SpeechStart)]
 
 
-def test_before_the_first_turn_the_loudest_voice_heard_stands_in_for_the_person():
+def test_before_the_first_turn_the_voice_heard_stands_in_for_the_person():
     person = np.concatenate([silence(0.3), talk(1.5, -20.0), silence(1.0)])
     hearing = hearing_with(None)
     heard = feed(hearing, np.concatenate([person, talk(3.0, -35.0, seed=2), silence(1.0)]))
     assert len([h for h in heard if isinstance(h, SpeechStart)]) == 1  # the person, not the TV after them
 
 
-def test_the_loudest_heard_is_forgotten_so_a_loud_sound_leaves_no_one_deaf():
+def test_what_was_heard_is_forgotten_so_a_loud_sound_leaves_no_one_deaf():
     hearing = hearing_with(None)
     feed(hearing, np.concatenate([silence(0.3), talk(0.5, -5.0), silence(20.0)]))  # a shout, then quiet
     heard = feed(hearing, np.concatenate([talk(1.5, -25.0), silence(1.0)]))
