@@ -46,8 +46,10 @@ class Denoising:
             tails = {view: d.finish() for view, d in self._views.items()}
             self._views = {}
         else:
-            views = ("vad", "raw", "asr") if self._echo_cancel else ("vad",)
-            views = views if self.for_asr or not self._echo_cancel else views[:2]
+            if not self._echo_cancel:
+                views: tuple[str, ...] = ("vad",)  # one signal, the microphone's
+            else:
+                views = ("vad", "raw", "asr") if self.for_asr else ("vad", "raw")
             self._views = {view: RNNoiseDenoiser(aligned=not started) for view in views}
         return tails
 

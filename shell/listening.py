@@ -101,8 +101,8 @@ class Listening:
         return self.hearing.push(block, raw, far, playing=playing)
 
     def _clean(self, raw: np.ndarray, block: np.ndarray, asr: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The views cleaned (on the event loop's thread, as the cancellers run: ~1.2 ms of a core
-        per view and 20 ms block), after what suppressors that were turned off held back."""
+        """The views cleaned (on the event loop's thread, as the cancellers run: ~0.8 ms of a core
+        per view and 20 ms block, docs/bench/noise.md), after what suppressors that were turned off held back."""
         d = self.denoising
         tails, self._tails = self._tails, {}
 
