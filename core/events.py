@@ -265,6 +265,7 @@ class ToolCallStart(Event):
     call_id: str
     name: str
     arguments: str
+    server: str = optional("")  # the MCP server whose tool it is (left out: ours, or the client's)
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,7 @@ class ToolCallEnd(Event):
     status: str
     result: str
     duration_s: float = rounded(3)
+    server: str = optional("")  # as ToolCallStart's
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class ToolUse:
     arguments: str
     status: ToolStatus
     duration_s: float = 0.0
+    server: str = ""  # the MCP server that ran it ("": a tool of the session's own, or the client's)
 
 
 @dataclass
@@ -59,6 +60,8 @@ class Turn:
         d = asdict(self)
         extra = d.pop("extra")
         d.update(extra)
+        if d.get("tool") and not d["tool"]["server"]:
+            del d["tool"]["server"]  # the stored shape of a tool turn from before MCP servers
         return {k: v for k, v in d.items() if (v is not None and v is not False) or k == "text"}
 
 

@@ -117,10 +117,18 @@ class ReplyFlow:
     ) -> list[Command]:
         """A tool call's result: stored as a tool turn; the reply waiting for it goes on."""
         result = result.strip() or "(no result)"
-        use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3))
+        server = self.tool_rounds.servers.get(call.name, "")
+        use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3), server)
         self.floor.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
         end = ToolCallEnd(
-            t, response=response, call_id=call.id, name=call.name, status=status, result=result, duration_s=duration_s
+            t,
+            response=response,
+            call_id=call.id,
+            name=call.name,
+            status=status,
+            result=result,
+            duration_s=duration_s,
+            server=server,
         )
         out: list[Command] = [Emit(end)]
         r = self.current(response)

@@ -42,6 +42,7 @@ class ToolRounds:
         filler_delay_s: float,
     ) -> None:
         self.tools = tools or None
+        self.servers: dict[str, str] = {}  # tool name -> the MCP server it comes from (the shell's)
         self.max_tool_rounds = max_tool_rounds
         self.filler = filler
         self.filler_delay_s = filler_delay_s
@@ -169,5 +170,8 @@ class ToolRounds:
         r.tool.running.add(call.id)
         if r.tool.since is None:
             r.tool.since = t
-        start = ToolCallStart(t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments)
+        server = self.servers.get(call.name, "")
+        start = ToolCallStart(
+            t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments, server=server
+        )
         return [Emit(start), RunTool(r.id, call)]

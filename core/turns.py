@@ -115,14 +115,10 @@ class Conversation:
         self._over.finish = self._flow.maybe_finish
         self._flow.answer = self._turn.answer
 
-    @property
-    def tools(self) -> list[dict[str, Any]] | None:
-        """The specs of the tools offered to the model (None: none); the shell may set them."""
-        return self._tool_rounds.tools
-
-    @tools.setter
-    def tools(self, tools: list[dict[str, Any]] | None) -> None:
-        self._tool_rounds.tools = tools
+    def offer_tools(self, specs: list[dict[str, Any]] | None, servers: dict[str, str]) -> None:
+        """The tools offered to the model from its next request on (their specs; None: none), and
+        the MCP server of each that comes from one (named in its calls' events and tool turns)."""
+        self._tool_rounds.tools, self._tool_rounds.servers = specs or None, dict(servers)
 
     @property
     def state(self) -> State:

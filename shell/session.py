@@ -113,7 +113,7 @@ class Session:
         synthesized before the next LLM delta is read). The order of events then no
         longer depends on the machine. ``tools``: what the model may call (None: nothing)."""
         self.engines = engines
-        self.tools = tools if tools else None
+        self.tools = tools  # may be empty yet, and filled by an MCP server's listing
         self.clock = clock
         self.config = cfg = config or SessionConfig()
         self.output_rate = engines.output_rate
@@ -132,7 +132,7 @@ class Session:
             cfg.early_final_s,
             cfg.first_phrase_min_words,
             engines.speculation_budget if cfg.speculate else None,
-            tools=self.tools.specs() if self.tools else None,
+            tools=None,  # offered by the tool runner, which keeps them up to date
             max_tool_rounds=cfg.max_tool_rounds,
             filler=cfg.filler,
             filler_delay_s=cfg.filler_delay_s,

@@ -19,8 +19,9 @@ from typing import Any, Protocol
 from core.commands import Command, RunTool, StopTools
 from core.turns import Conversation
 from shell.clock import Clock
-from shell.tools import Tool, ToolResult, Tools
+from shell.tools import ToolResult, Tools
 from shell.tools.arguments import SchemaArguments
+from shell.tools.registry import OfferedTool
 
 
 class Line(Protocol):
@@ -74,7 +75,11 @@ class ToolRunner:
         self._tasks: dict[str, tuple[int, bool, asyncio.Task]] = {}
         # Tools the client runs (Realtime's function calls): name -> its arguments' checker.
         self._client_tools: dict[str, SchemaArguments] = {}
+        self._client_specs: list[dict[str, Any]] = []
         self._client_results: dict[str, asyncio.Future[str]] = {}  # call id -> the client's output
+        self._offer()
+        if tools is not None:
+            tools.watch(self._offer)  # an MCP server's new list reaches the next request
 
     @property
     def running(self) -> bool:
@@ -87,9 +92,17 @@ class ToolRunner:
             function = spec["function"]
             checkers[function["name"]] = SchemaArguments(function.get("parameters") or {"type": "object"})
         self._client_tools = checkers
+        self._client_specs = list(specs)
+        self._offer()
+
+    def _offer(self) -> None:
+        """The conversation offers the session's tools (our own, the MCP servers') and the client's
+        (which win where a name is taken twice: the client named it last)."""
         own = self.tools.specs() if self.tools else []
-        ours = [s for s in own if s["function"]["name"] not in checkers]
-        self.conversation.tools = (ours + list(specs)) or None
+        ours = [s for s in own if s["function"]["name"] not in self._client_tools]
+        servers = self.tools.servers() if self.tools else {}
+        mcp = {n: s for n, s in servers.items() if n not in self._client_tools}
+        self.conversation.offer_tools(ours + self._client_specs, mcp)
 
     def client_tool_output(self, call_id: str, output: str) -> bool:
         """The client's result of call ``call_id``; False: no call of the client's waits for it."""
@@ -112,7 +125,7 @@ class ToolRunner:
                 task = loop.create_task(self._await_client(cmd))
                 self._tasks[cmd.call.id] = (cmd.response, True, task)
                 return
-            checked: tuple[Tool, dict[str, Any]] | str = why
+            checked: tuple[OfferedTool, dict[str, Any]] | str = why
         else:
             checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
         if isinstance(checked, str):
@@ -149,7 +162,7 @@ class ToolRunner:
         status, content, took = result.status, result.content, result.duration_s
         self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
 
-    async def _call_tool(self, cmd: RunTool, tool: Tool, arguments: dict[str, Any]) -> None:
+    async def _call_tool(self, cmd: RunTool, tool: OfferedTool, arguments: dict[str, Any]) -> None:
         # Timed on the session's clock, as everything it stores is: on virtual time a call takes the
         # ticks the timeline went on while it ran, so a conversation repeats exactly.
         start = self.clock.now()

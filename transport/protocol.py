@@ -241,8 +241,9 @@ PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
     TurnEnd: ("turn_end", ("response", "text", "interrupted")),  # interrupted: false too
     Backchannel: ("backchannel", ("utterance", "text")),
     # A line per call on the page: the call as the model made it, then what came of it.
-    ToolCallStart: ("tool_call", ("response", "call_id", "name", "arguments")),
-    ToolCallEnd: ("tool_result", ("response", "call_id", "name", "status", "result", "duration_s")),
+    # ``server``: the MCP server whose tool it is (absent for the session's own and the client's).
+    ToolCallStart: ("tool_call", ("response", "call_id", "name", "arguments", "server?")),
+    ToolCallEnd: ("tool_result", ("response", "call_id", "name", "status", "result", "duration_s", "server?")),
 }
 
 
@@ -353,7 +354,7 @@ class VoiceProtocol:
         for f in fields:  # "name?": sent only when it has a value
             name = f.removesuffix("?")
             value = getattr(event, name)
-            if name == f or value is not None:
+            if name == f or value not in (None, ""):
                 out[name] = value
         return [send_json(out), *self._extra(event)]
 

@@ -38,6 +38,7 @@ import json
 import re
 import time
 import typing
+import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -136,11 +137,16 @@ class Tool:
             fields[param.name] = (hints[param.name], default)
         try:
             model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
-            parameters = _tidy(model.model_json_schema())
+            parameters = tidy_schema(model.model_json_schema())
         except Exception as e:  # pydantic cannot describe a type
             raise ToolDefinitionError(f"{where}tool {name}: {e}".splitlines()[0]) from e
         options = getattr(fn, "__voice_tool__", ToolOptions())
         return cls(name, description, parameters, fn, options, source, model, context)
+
+    @property
+    def server(self) -> str:
+        """The MCP server it comes from: none, it is the session's own."""
+        return ""
 
     def spec(self) -> dict[str, Any]:
         """As the chat template and the OpenAI API take it."""
@@ -177,26 +183,81 @@ class Tool:
         return ToolResult("ok", _as_text(value), clock() - start)
 
 
+@typing.runtime_checkable
+class OfferedTool(Protocol):
+    """What the tool runner needs of a tool: a :class:`Tool` (a function of ours) or an MCP
+    server's (:class:`shell.mcp.tools.McpTool`)."""
+
+    name: str
+    description: str
+    options: ToolOptions
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def server(self) -> str: ...
+
+    def spec(self) -> dict[str, Any]: ...
+
+    def arguments(self, text: str) -> dict[str, Any]: ...
+
+    async def run(
+        self, arguments: dict[str, Any], context: ToolContext | None, clock: Callable[[], float]
+    ) -> ToolResult: ...
+
+
 class Tools:
-    """The tools offered to the model, by name."""
+    """The tools offered to the model, by name: the session's own, then the MCP servers'.
+
+    The MCP servers' tools change when a server announces a new list
+    (:meth:`set_server_tools`); whoever offers them (each session's tool runner)
+    is told through :meth:`watch`.
+    """
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, OfferedTool] = {}
+        self._watchers: list[weakref.WeakMethod] = []
         for t in tools:
             self.add(t)
 
-    def add(self, t: Tool | Callable[..., Any], source: str = "") -> Tool:
-        t = t if isinstance(t, Tool) else Tool.from_function(t, source)
+    def add(self, t: OfferedTool | Callable[..., Any], source: str = "") -> OfferedTool:
+        t = t if isinstance(t, OfferedTool) else Tool.from_function(t, source)
         if t.name in self._tools:
             first = self._tools[t.name].source or "an earlier tool"
             raise ToolDefinitionError(f"{t.source or 'a tool'}: a tool named {t.name} is already defined in {first}")
         self._tools[t.name] = t
         return t
 
+    def own_names(self) -> set[str]:
+        """The names of the tools that come from no MCP server."""
+        return {name for name, t in self._tools.items() if not t.server}
+
+    def set_server_tools(self, tools: Iterable[OfferedTool]) -> None:
+        """The MCP servers' tools, all of them, in place of those before; the watchers are told."""
+        own = {name: t for name, t in self._tools.items() if not t.server}
+        self._tools = own
+        for t in tools:
+            self.add(t)
+        for ref in list(self._watchers):
+            method = ref()
+            if method is None:
+                self._watchers.remove(ref)
+            else:
+                method()
+
+    def watch(self, method: Callable[[], None]) -> None:
+        """Call bound ``method`` when the tools change (held weakly: a closed session is freed)."""
+        self._watchers.append(weakref.WeakMethod(method))  # type: ignore[arg-type]
+
+    def servers(self) -> dict[str, str]:
+        """Tool name -> its MCP server, for the tools that come from one."""
+        return {name: t.server for name, t in self._tools.items() if t.server}
+
     def __contains__(self, name: str) -> bool:
         return name in self._tools
 
-    def __getitem__(self, name: str) -> Tool:
+    def __getitem__(self, name: str) -> OfferedTool:
         return self._tools[name]
 
     def __len__(self) -> int:
@@ -208,7 +269,7 @@ class Tools:
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self._tools.values()]
 
-    def check(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
+    def check(self, call: ToolCall) -> tuple[OfferedTool, dict[str, Any]] | str:
         """The tool and its checked arguments, or why the call cannot run (for the model)."""
         t = self._tools.get(call.name)
         if t is None:
@@ -220,15 +281,15 @@ class Tools:
             return str(e)
 
 
-def _tidy(schema: dict[str, Any]) -> dict[str, Any]:
+def tidy_schema(schema: Any) -> Any:
     """pydantic's schema without its titles and ``additionalProperties``: words the model reads on
     every request, saying nothing it needs (a 0.5B model copied ``{"additionalProperties": false,
     "properties": {}, ...}`` into a call as its arguments). Extra arguments are still refused."""
     if isinstance(schema, dict):
         noise = {"title", "additionalProperties"}
-        return {k: _tidy(v) for k, v in schema.items() if k not in noise or not isinstance(v, str | bool)}
+        return {k: tidy_schema(v) for k, v in schema.items() if k not in noise or not isinstance(v, str | bool)}
     if isinstance(schema, list):
-        return [_tidy(v) for v in schema]
+        return [tidy_schema(v) for v in schema]
     return schema
 
 

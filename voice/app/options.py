@@ -164,6 +164,14 @@ OPTIONS: tuple[Option, ...] = (
         help="tools the assistant may call: 'builtin' (time, timer, calculator, hanging up) or a Python file"
         " whose __all__ names its tool functions; repeat for more",
     ),
+    opt(
+        "--mcp",
+        action="append",
+        metavar="COMMAND|URL|FILE.json",
+        help="an MCP server whose tools the assistant may call: a command run over stdio ('python server.py'),"
+        " a streamable HTTP URL, or an mcpServers JSON file; options before it: name= timeout= on_barge_in=cancel|keep"
+        " header='Name: value' (docs/guide/mcp.md); repeat for more",
+    ),
     value(
         "--tool-parser",
         EngineConfig,

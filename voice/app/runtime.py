@@ -26,6 +26,7 @@ from shell import models
 from shell.clock import Clock
 from shell.config import SessionConfig
 from shell.engines import EngineConfig, Engines, start_engines
+from shell.mcp import McpServers, McpServerSpec, McpSpecError, McpStartError, parse_mcp
 from shell.models import MissingModelError
 from shell.recording import Recording
 from shell.session import Session
@@ -140,9 +141,13 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
             tools = load_tools(args.tools)
         except ToolDefinitionError as e:
             raise UsageError(f"--tools: {e}") from None
+    if mcp_specs(args) and tools is None:
+        tools = Tools()  # filled by the MCP servers once they are started (Runtime)
     # SmolLM2-135M answers in English only; Qwen2.5-Coder-0.5B in the person's language too.
-    llm_model = args.llm_model or ("qwen2.5-coder-0.5b" if tools or args.language != "en" else "smollm2-135m")
-    if tools and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
+    llm_model = args.llm_model or (
+        "qwen2.5-coder-0.5b" if tools is not None or args.language != "en" else "smollm2-135m"
+    )
+    if tools is not None and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
         raise UsageError(
             f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
         )
@@ -152,6 +157,17 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
     except MissingModelError as e:
         raise UsageError(str(e)) from None
     return RunSetup(engine_cfg, session_config(args, end_of_turn), tools)
+
+
+def mcp_specs(args: argparse.Namespace) -> list[McpServerSpec]:
+    """The MCP servers ``--mcp`` names; raises UsageError saying what is wrong with one."""
+    specs = []
+    for text in getattr(args, "mcp", None) or []:
+        try:
+            specs += parse_mcp(text)
+        except McpSpecError as e:
+            raise UsageError(f"--mcp {e}") from None
+    return specs
 
 
 def call_config(args: argparse.Namespace) -> CallConfig:
@@ -191,6 +207,7 @@ class Runtime:
         self.metrics: PipelineMetrics | None = None
         self.engines: Engines | None = None
         self.cold_s = 0.0
+        self.mcp: McpServers | None = None
 
     async def __aenter__(self) -> Runtime:
         args = self.args
@@ -210,6 +227,18 @@ class Runtime:
             self.metrics = PipelineMetrics()
             serve(self.metrics, args.metrics_port)
             print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr, flush=True)
+        specs = mcp_specs(args)
+        if specs:  # before the engines: a server that cannot start is said in a second, not a minute
+            assert self.tools is not None, "run_setup gives --mcp a Tools"
+            self.mcp = McpServers(specs, self.tools)
+            try:
+                await self.mcp.start()
+            except McpStartError as e:
+                self.mcp = None
+                await self.aclose()
+                raise UsageError(str(e)) from None
+            for line in self.mcp.summary():
+                print(line, file=sys.stderr, flush=True)
         t0 = time.monotonic()
         print("loading engines ...", file=sys.stderr, flush=True)
         try:  # Ctrl+C here stops the engine processes still starting (LoadInterrupted)
@@ -226,6 +255,9 @@ class Runtime:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.close()
+            self.mcp = None
         if self.engines is not None:
             await self.engines.aclose()
             self.engines = None

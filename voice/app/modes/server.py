@@ -40,7 +40,7 @@ async def run_serve(
         config.check()
     except ValueError as e:
         return fail(str(e))
-    async with Runtime(args, engine_cfg, store=True, resume=False) as rt:
+    async with Runtime(args, engine_cfg, store=True, resume=False, tools=tools) as rt:
         assert rt.engines is not None
         hook = None
         if args.log_json:
