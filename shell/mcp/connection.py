@@ -31,6 +31,8 @@ from typing import Any, Literal
 from shell.mcp.spec import McpServerSpec
 
 log = logging.getLogger("voice.mcp")
+# The SDK's HTTP client logs every request at INFO: a line per tool call on the desk's console.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 BACKOFF_S = 0.5  # the first restart's wait; doubled after each failed one
 MAX_BACKOFF_S = 30.0
@@ -63,6 +65,7 @@ class McpConnection:
         self._why = ""  # why it is down, for calls made meanwhile
         self._task: asyncio.Task | None = None
         self._log_file = None
+        self._http_error = ""  # the last HTTP error status, said with the failure it caused
         self.log_path: Path | None = None
 
     # -- the sessions' side -------------------------------------------------
@@ -164,6 +167,7 @@ class McpConnection:
         async with contextlib.AsyncExitStack() as stack:
             if spec.url is not None:
                 http = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
+                http.event_hooks["response"] = [self._on_http_response]
                 transport: Any = streamable_http_client(spec.url, http_client=http)
             else:
                 command, *args = spec.command
@@ -172,6 +176,11 @@ class McpConnection:
             # No response cache: a listing is asked for only when it changed.
             client = Client(transport, message_handler=self._on_message, cache=None)
             yield await stack.enter_async_context(client)
+
+    async def _on_http_response(self, response: Any) -> None:
+        """The SDK says only "Server returned an error response": the status says why (401: the token)."""
+        if response.status_code >= 400:
+            self._http_error = f" (HTTP {response.status_code} {response.reason_phrase})"
 
     async def _list(self, client: Any) -> None:
         tools, cursor = [], None
@@ -249,6 +258,10 @@ class McpConnection:
         return self._log_file
 
     def _stderr_tail(self) -> str:
+        """What the server said last: its stderr's last line, or the HTTP status that failed."""
+        if self._http_error:
+            said, self._http_error = self._http_error, ""
+            return said
         if self.log_path is None or not self.log_path.exists():
             return ""
         lines = [line.strip() for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]

@@ -1,6 +1,7 @@
 """Tool calls from spoken requests: does the model call the right tool, with the right arguments?
 
     python -m voice.bench tools [--model NAME] [--out DIR]      (default: qwen2.5-coder-0.5b, out/bench-tools)
+    python -m voice.bench tools --part mcp                       what an MCP server adds to a call
 
 Each request of :data:`REQUESTS` (written for this benchmark: some need one of the
 built-in tools, some need none) is spoken by piper, transcribed by Whisper base as
@@ -133,7 +134,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", choices=sorted(models.TOOL_PARSERS))
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-tools")
     ap.add_argument("--system-prompt", default=SYSTEM)
+    ap.add_argument(
+        "--part",
+        choices=["all", "model", "mcp"],
+        default="all",
+        help="model: the spoken requests; mcp: what an MCP server adds to a call (voice/bench/mcp_latency.py)",
+    )
+    ap.add_argument("--mcp-calls", type=int, default=200, help="calls of each kind for --part mcp (default: 200)")
     args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.part in ("all", "mcp"):
+        from voice.bench import mcp_latency
+
+        latency = asyncio.run(mcp_latency.measure(args.mcp_calls))
+        mcp_latency.print_table(latency)
+        path = args.out / "bench_tools_mcp.json"
+        path.write_text(json.dumps(latency, indent=2) + "\n")
+        print(f"\nwrote {path}")
+        if args.part == "mcp":
+            return
     result = asyncio.run(run(args.model, args.system_prompt))
     s = result["summary"]
     print(f"\n{args.model}: {s['requests']} spoken requests, {s['needing_a_tool']} needing a tool "
@@ -145,7 +164,6 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|")
     print(f"| {s['precision']} | {s['recall']} | {s['argument_accuracy']} | {s['calls_refused']} | {s['spoken_json']} "
           f"| {s['first_piece_s_p50']} s | {s['whole_call_s_p50']} s |")  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_tools.json"
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"\nwrote {path}")
