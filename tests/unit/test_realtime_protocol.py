@@ -17,7 +17,7 @@ import struct
 import numpy as np
 import pytest
 
-from core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallStart
+from core.events import AwaitingTools, ResponseContinued, ResponseStart, ToolCallEnd, ToolCallStart
 from transport import g711
 from transport.protocol import AudioIn, CancelReply, Configure, Limits, Send, ToolOutput, TruncateReply, UserText
 from transport.realtime import RealtimeProtocol
@@ -599,6 +599,29 @@ def test_a_call_of_a_client_tool_is_a_function_call_item_and_ends_the_response(p
     # The server's own tools are its business: no item for them.
     own = ToolCallStart(1.0, response=1, call_id="call_1_0_1", name="calculate", arguments="{}")
     assert proto.event(own) == []
+
+
+@pytest.mark.parametrize("status", ["ok", "timeout"])
+def test_a_call_of_an_mcp_servers_tool_is_an_mcp_call_item_named_by_its_server(proto, status):
+    open_response(proto, 1)
+    args = '{"order_id": "4512"}'
+    call = ToolCallStart(1.0, response=1, call_id="call_1_0_0", name="get_order_status", arguments=args, server="shop")
+    added, arguments, progress = sent(proto.event(call))
+    item = added["item"]
+    assert (added["type"], item["type"], item["server_label"], item["name"]) == (
+        "response.output_item.added", "mcp_call", "shop", "get_order_status")  # fmt: skip
+    assert (arguments["type"], arguments["arguments"]) == ("response.mcp_call_arguments.done", args)
+    assert progress["type"] == "response.mcp_call.in_progress" and progress["item_id"] == item["id"]
+    end = ToolCallEnd(2.0, response=1, call_id="call_1_0_0", name="get_order_status", status=status,
+                      result="It ships today.", duration_s=0.5, server="shop")  # fmt: skip
+    finished, done = sent(proto.event(end))
+    assert finished["type"] == ("response.mcp_call.completed" if status == "ok" else "response.mcp_call.failed")
+    if status == "ok":
+        assert (done["item"]["output"], done["item"]["error"]) == ("It ships today.", None)
+    else:
+        assert done["item"]["error"] == {"type": "timeout", "message": "It ships today."}
+    # Not a call the client must answer: the response is not done for it.
+    assert proto.event(AwaitingTools(2.1, response=1, calls=1)) == []
 
 
 @pytest.mark.parametrize(

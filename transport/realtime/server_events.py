@@ -19,6 +19,7 @@ from core.events import (
     ResponseStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallEnd,
     ToolCallStart,
     Truncate,
     TtsChunk,
@@ -40,6 +41,7 @@ class _Reply:
     cancel_reason: str = "turn_detected"  # response.done's status_details, should it be cut
     by_truncate: bool = False  # cut by the client's own conversation.item.truncate
     calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # its function_call items
+    mcp_calls: dict[str, tuple[dict[str, Any], int]] = dataclasses.field(default_factory=dict)  # call id -> item, index
     done: bool = False  # response.done sent: it ended with calls, the reply goes on in another
 
 
@@ -135,8 +137,10 @@ class ServerEvents:
         ]
 
     def _on_tool_call(self, e: ToolCallStart) -> list[Send]:
-        """A call of one of the client's tools (the server's own tools it does not see)."""
+        """A call of one of the client's tools, or an MCP server's (the server's own it does not see)."""
         r = self._responses.get(e.response)
+        if r is not None and e.server and e.name not in {t.get("name") for t in self.tools}:
+            return self._mcp_call(r, e)
         if r is None or e.name not in {t.get("name") for t in self.tools}:
             return []
         index = 1 + len(r.calls)  # the reply's message is output 0
@@ -154,6 +158,37 @@ class ServerEvents:
             self._event("response.function_call_arguments.done", **where, name=e.name, arguments=e.arguments),
             self._event("response.output_item.done", response_id=r.id, output_index=index, item=done),
             self._event("conversation.item.done", previous_item_id=previous, item=done),
+        ]
+
+    def _mcp_call(self, r: _Reply, e: ToolCallStart) -> list[Send]:
+        """An MCP server's tool, called by the server: Realtime's ``mcp_call`` item, its label the server's name."""
+        index = 1 + len(r.calls) + len(r.mcp_calls)
+        item = {"id": f"item_m{e.response}_{index}_{self.session_id[:8]}", "object": "realtime.item",
+                "type": "mcp_call", "server_label": e.server, "name": e.name, "arguments": e.arguments,
+                "output": None, "error": None}  # fmt: skip
+        r.mcp_calls[e.call_id] = (item, index)
+        where = {"response_id": r.id, "item_id": item["id"], "output_index": index}
+        return [
+            self._event("response.output_item.added", response_id=r.id, output_index=index, item=item),
+            self._event("response.mcp_call_arguments.done", **where, arguments=e.arguments),
+            self._event("response.mcp_call.in_progress", item_id=item["id"], output_index=index),
+        ]
+
+    def _on_tool_result(self, e: ToolCallEnd) -> list[Send]:
+        """An MCP call's result: completed (its output) or failed (why)."""
+        r = self._responses.get(e.response)
+        if r is None or e.call_id not in r.mcp_calls:
+            return []
+        item, index = r.mcp_calls.pop(e.call_id)
+        ok = e.status == "ok"
+        done = {
+            **item,
+            "output": e.result if ok else None,
+            "error": None if ok else {"type": e.status, "message": e.result},
+        }
+        return [
+            self._event(f"response.mcp_call.{'completed' if ok else 'failed'}", item_id=item["id"], output_index=index),
+            self._event("response.output_item.done", response_id=r.id, output_index=index, item=done),
         ]
 
     def _on_awaiting_tools(self, e: AwaitingTools) -> list[Send]:
@@ -235,6 +270,7 @@ EVENT_HANDLERS: dict[type[Event], Callable[[ServerEvents, Any], list[Send]]] = {
     ResponseStart: ServerEvents._on_response_start,
     TtsChunk: ServerEvents._on_tts_chunk,
     ToolCallStart: ServerEvents._on_tool_call,
+    ToolCallEnd: ServerEvents._on_tool_result,
     AwaitingTools: ServerEvents._on_awaiting_tools,
     ResponseContinued: ServerEvents._on_response_continued,
     BargeIn: ServerEvents._on_barge_in,

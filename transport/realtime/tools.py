@@ -21,7 +21,10 @@ def _function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
     for i, t in enumerate(tools):
         name = t.get("name")
         if t.get("type", "function") != "function":
-            return f"tools[{i}]: only function tools are supported, not {quote(str(t.get('type')))}"
+            said = "only function tools are supported"
+            if t.get("type") == "mcp":  # the server reaches no URL a client names; its own are --mcp
+                said += " (MCP servers are the server's: python -m voice.run --serve --mcp ...)"
+            return f"tools[{i}]: {said}, not {quote(str(t.get('type')))}"
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             return f"tools[{i}]: a function's name is 1-64 letters, digits, _ or -"
         parameters = t.get("parameters") or {"type": "object", "properties": {}}
