@@ -82,7 +82,8 @@ class EventLog:
             case Truncate():
                 print(f"[{event.t:7.2f}] -- heard: {event.text!r}", file=self._echo, flush=True)
             case ToolCallStart():
-                print(f"[{event.t:7.2f}] -- tool {event.name}({event.arguments})", file=self._echo, flush=True)
+                on = f" on {event.server}" if event.server else ""  # an MCP server's
+                print(f"[{event.t:7.2f}] -- tool {event.name}({event.arguments}){on}", file=self._echo, flush=True)
             case ToolCallEnd():
                 line = (
                     f"[{event.t:7.2f}] -- tool {event.name}: {event.status} ({event.duration_s:.2f} s): {event.result}"
