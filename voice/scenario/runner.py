@@ -27,6 +27,7 @@ from core.events import Event, PlaybackStart, TurnEnd
 from llm.base import LLM
 from shell.clock import VirtualClock
 from shell.engines import EngineConfig, Engines, make_llm, start_engines
+from shell.mcp import McpServers, McpStartError
 from shell.pump import Pump
 from shell.recording import Recording, RecordingDevice
 from shell.session import Session
@@ -34,7 +35,7 @@ from transport.echo_path import EchoPath
 from transport.replay import ReplayDevice
 from voice.app.logs import fan_out
 from voice.app.options import build_parser
-from voice.app.runtime import RunSetup, UsageError, call_config, run_setup
+from voice.app.runtime import RunSetup, UsageError, call_config, mcp_specs, run_setup
 from voice.scenario.expect import Check, Judgement, Observed, check
 from voice.scenario.feed import Feed, Placed
 from voice.scenario.person import TurnAudio, render, room_audio
@@ -167,6 +168,13 @@ async def run_scenario(
     cues = [t.cue or (NEXT_CUE if i or scenario.call else FIRST_CUE) for i, t in enumerate(scenario.turns)]
     events: list[Event] = []
     session: Session | None = None
+    specs = mcp_specs(args)  # the agent's MCP servers, started for this scenario (their tools in setup.tools)
+    servers = McpServers(specs, setup.tools) if specs and setup.tools is not None else None
+    if servers is not None:
+        try:
+            await servers.start()
+        except McpStartError as e:
+            raise ScenarioError(f"{scenario.path}: agent: {e}") from None
     room = room_audio(scenario.room, turns) if scenario.room is not None else None
     feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
                 listen_s=scenario.listen_s, room=room)  # fmt: skip
@@ -179,6 +187,8 @@ async def run_scenario(
         await Pump(session, device, settle=True).run()
     finally:
         await session.aclose()
+        if servers is not None:
+            await servers.close()
     observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set())
     rec = device.recording
     wanted = [t.expect for t in scenario.turns] + [scenario.expect]
