@@ -298,3 +298,22 @@ async def test_a_hung_server_times_out_without_stalling_the_reply(with_qwen, say
     assert end.status == "timeout" and end.duration_s >= 1.5
     said = [e for e in run.of(TtsChunk) if e.response == end.response]
     assert said and said[-1].t > end.t  # the reply went on after the timeout, in words
+
+
+async def test_an_http_server_that_goes_away_is_retried_until_it_is_back():
+    port = free_port()
+    with http_server(port) as url:
+        servers = McpServers(parse_mcp(f"header='Authorization: Bearer shop-token' {url}"), Tools())
+        await servers.start()
+    try:
+        gone = await call(servers.tools, "get_order_status", '{"order_id": "4512"}')
+        assert gone.status == "error" and "shop" in gone.content, gone
+        with http_server(port):  # back, on the same address
+            for _ in range(200):
+                if servers.connections[0].state == "up":
+                    break
+                await asyncio.sleep(0.05)
+            again = await call(servers.tools, "get_order_status", '{"order_id": "4512"}')
+        assert again.status == "ok" and servers.connections[0].restarts >= 1
+    finally:
+        await servers.close()

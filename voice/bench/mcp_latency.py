@@ -52,7 +52,11 @@ def http_server(port: int):
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:  # uvicorn waits for the clients' open streams
+            process.kill()
+            process.wait()
 
 
 async def _times(tools: Tools, name: str, calls: int, warm: int) -> list[float]:
