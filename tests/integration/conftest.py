@@ -49,6 +49,36 @@ async def qwen(tmp_path_factory):
     await engine.close()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def with_qwen(engines, qwen) -> Engines:
+    """The shared engines with the model that calls tools."""
+    import dataclasses
+
+    return dataclasses.replace(engines, llm=qwen)
+
+
+@pytest.fixture(scope="module")
+def say():
+    """Piper (joe) speaking texts, with the pauses (seconds, numbers) between them, at a person's level."""
+    from core.audio import ASR_RATE
+    from shell import models
+    from tts.piper_tts import PiperTTS
+
+    tts = PiperTTS(models.voice_path("joe"), ASR_RATE)
+
+    def speak(*texts_and_pauses: str | float) -> np.ndarray:
+        parts = [np.zeros(ASR_RATE // 2, dtype=np.float32)]
+        for item in texts_and_pauses:
+            if isinstance(item, float | int):
+                parts.append(np.zeros(round(item * ASR_RATE), dtype=np.float32))
+            else:
+                parts += [0.5 * p.audio for p in tts.synthesize(item)]
+        parts.append(np.zeros(ASR_RATE, dtype=np.float32))
+        return np.concatenate(parts).astype(np.float32)
+
+    return speak
+
+
 @dataclass
 class Run:
     events: list[Event]

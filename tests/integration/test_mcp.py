@@ -15,20 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-import pytest_asyncio
 
-from core.audio import ASR_RATE
 from core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
 from core.tool_calls import ToolCall
-from shell import models
 from shell.config import SessionConfig
-from shell.engines import Engines
 from shell.mcp import McpServers, McpStartError, parse_mcp
 from shell.tools import Tools, load_tools
 from tests.integration.conftest import run_replay
-from tts.piper_tts import PiperTTS
 from voice.bench.mcp_latency import SERVER, free_port, http_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -190,28 +184,6 @@ async def test_a_hung_server_times_out_and_is_restarted(shop):
 
 CONFIG = SessionConfig(speculate=False)
 ORDER = "Where is my order? The number is 4512."
-
-
-@pytest.fixture(scope="module")
-def say():
-    tts = PiperTTS(models.voice_path("joe"), ASR_RATE)
-
-    def speak(*texts_and_pauses: str | float) -> np.ndarray:
-        parts = [np.zeros(ASR_RATE // 2, dtype=np.float32)]
-        for item in texts_and_pauses:
-            if isinstance(item, float | int):
-                parts.append(np.zeros(round(item * ASR_RATE), dtype=np.float32))
-            else:
-                parts += [0.5 * p.audio for p in tts.synthesize(item)]
-        parts.append(np.zeros(ASR_RATE, dtype=np.float32))
-        return np.concatenate(parts).astype(np.float32)
-
-    return speak
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def with_qwen(engines, qwen) -> Engines:
-    return dataclasses.replace(engines, llm=qwen)
 
 
 def spoken(run, response: int | None = None) -> str:

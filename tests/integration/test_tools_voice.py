@@ -9,46 +9,18 @@ import dataclasses
 import re
 from collections.abc import AsyncIterator
 
-import numpy as np
 import pytest
 import pytest_asyncio
 
-from core.audio import ASR_RATE
 from core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
 from core.tool_calls import ToolCallDelta
-from shell import models
 from shell.config import SessionConfig
-from shell.engines import Engines
 from shell.tools import Tools, load_tools, tool
 from tests.integration.conftest import run_replay
-from tts.piper_tts import PiperTTS
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
 CONFIG = SessionConfig(speculate=False)
-
-
-@pytest.fixture(scope="module")
-def say():
-    tts = PiperTTS(models.voice_path("joe"), ASR_RATE)
-
-    def speak(*texts_and_pauses: str | float) -> np.ndarray:
-        """Piper speaking the texts, with the pauses (seconds) between them, at a person's level."""
-        parts = [np.zeros(ASR_RATE // 2, dtype=np.float32)]
-        for item in texts_and_pauses:
-            if isinstance(item, float | int):
-                parts.append(np.zeros(round(item * ASR_RATE), dtype=np.float32))
-            else:
-                parts += [0.5 * p.audio for p in tts.synthesize(item)]
-        parts.append(np.zeros(ASR_RATE, dtype=np.float32))
-        return np.concatenate(parts).astype(np.float32)
-
-    return speak
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def with_qwen(engines, qwen) -> Engines:
-    return dataclasses.replace(engines, llm=qwen)  # the shared engines, the model that calls tools
 
 
 def spoken(run) -> str:
