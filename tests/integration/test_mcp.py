@@ -289,3 +289,22 @@ async def test_an_http_server_that_goes_away_is_retried_until_it_is_back():
         assert again.status == "ok" and servers.connections[0].restarts >= 1
     finally:
         await servers.close()
+
+
+@pytest.mark.engines
+async def test_a_ws_client_is_answered_from_the_servers_tool_and_told_which_server(with_qwen, say, shop):
+    """A served session, in real time: our /ws protocol's tool events carry the server's name."""
+    from transport.client import talk
+    from transport.ws_server import ServerConfig, VoiceServer
+
+    async with McpServers(parse_mcp(stdio(shop)), Tools()) as servers:
+        server = VoiceServer(with_qwen, ServerConfig(port=0, tools=servers.tools))
+        await server.start()
+        try:
+            result = await talk(f"ws://127.0.0.1:{server.port}/ws", say(ORDER))
+        finally:
+            await server.close()
+    (start,) = result.of("tool_call")
+    (end,) = result.of("tool_result")
+    assert (start["name"], start["server"], end["status"], end["server"]) == ("get_order_status", "shop", "ok", "shop")
+    assert "tomorrow" in " ".join(e["text"] for e in result.of("assistant_text")).lower()

@@ -38,6 +38,7 @@ from core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    ToolCallEnd,
     ToolCallStart,
     Truncate,
     TtsCancelled,
@@ -485,7 +486,8 @@ def test_rt_handles_exactly_the_events_it_has_a_counterpart_for():
         BargeIn,
         Truncate,
         TurnEnd,
-        ToolCallStart,  # of the client's own tools: function_call items
+        ToolCallStart,  # of the client's own tools: function_call items; of an MCP server's: mcp_call items
+        ToolCallEnd,  # of an MCP server's tool: response.mcp_call.completed or .failed
         AwaitingTools,
         ResponseContinued,
     }

@@ -171,7 +171,9 @@ def _turn_json(s: StoredTurn) -> dict[str, Any]:
         "finalized_at": _iso(s.finalized_at),
     }
     if t.tool is not None:
-        d["tool"] = dataclasses.asdict(t.tool)  # call_id, name, arguments, status, duration_s
+        d["tool"] = dataclasses.asdict(t.tool)  # call_id, name, arguments, status, duration_s, server
+        if not t.tool.server:
+            del d["tool"]["server"]  # a tool of the session's own, exported as it always was
     if t.extra:
         d["extra"] = t.extra
     return d
