@@ -248,6 +248,9 @@ class Tools:
 
     def watch(self, method: Callable[[], None]) -> None:
         """Call bound ``method`` when the tools change (held weakly: a closed session is freed)."""
+        # Closed sessions' references go here too: a server whose tools never change would
+        # otherwise keep one per session it ever had.
+        self._watchers = [ref for ref in self._watchers if ref() is not None]
         self._watchers.append(weakref.WeakMethod(method))  # type: ignore[arg-type]
 
     def servers(self) -> dict[str, str]:
