@@ -77,9 +77,8 @@ class McpServers:
         return [f"tools: {line}", *self.skipped]
 
     def _listed(self, connection: McpConnection) -> None:
-        """A server listed its tools (at start, after a change, after a restart): offer them all anew."""
-        if not all(c.name for c in self.connections if c.tools or c is connection):
-            return  # a server still starting; its listing comes again when it is named
+        """A server listed its tools (at start, after a change, after a restart): offer them all anew.
+        (A connection is named before it first lists, so every tool here has its server's name.)"""
         taken = collections.Counter(self.tools.own_names())
         for c in self.connections:
             taken.update({_safe(t.name) for t in c.tools})
