@@ -18,7 +18,7 @@ from typing import Any
 from shell.mcp.connection import McpConnection, McpUnavailable
 from shell.mcp.results import result_text
 from shell.tools.arguments import SchemaArguments
-from shell.tools.registry import ToolContext, ToolOptions, ToolResult, tidy_schema
+from shell.tools.registry import ToolContext, ToolOptions, ToolResult, function_spec, tidy_schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +57,7 @@ class McpTool:
         return f"mcp {self.server}"
 
     def spec(self) -> dict[str, Any]:
-        """As the chat template and the OpenAI API take it."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
+        return function_spec(self.name, self.description, self.parameters)
 
     def arguments(self, text: str) -> dict[str, Any]:
         """The call's arguments, parsed and checked against the server's schema; raises ValueError."""

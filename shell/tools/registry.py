@@ -149,11 +149,7 @@ class Tool:
         return ""
 
     def spec(self) -> dict[str, Any]:
-        """As the chat template and the OpenAI API take it."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
+        return function_spec(self.name, self.description, self.parameters)
 
     def arguments(self, text: str) -> dict[str, Any]:
         """The call's arguments, parsed and checked; raises ValueError with what the model got wrong."""
@@ -282,6 +278,11 @@ class Tools:
             return t, t.arguments(call.arguments)
         except ValueError as e:
             return str(e)
+
+
+def function_spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the chat template and the OpenAI API take it (ours and the MCP servers')."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
 def tidy_schema(schema: Any) -> Any:
