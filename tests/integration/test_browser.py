@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,38 @@ async def debug(browser: Browser) -> str:
     return f"voiceState: {json.dumps(state)}\nconsole:\n{console}\nchromium stderr:\n{browser.stderr_tail(1500)}"
 
 
+QUIET = """(() => { const s = window.voiceState, n = t => s.events.filter(e => e === t).length;
+    const speaking = n('speech_start') > n('speech_end');
+    return JSON.stringify([s.events.length, s.assistant.every(a => a.done), !speaking]); })()"""
+
+
+async def wait_until_quiet(browser: Browser, quiet_s: float, timeout: float) -> None:
+    """Wait until the person has stopped, every reply is done and no event came for ``quiet_s``:
+    a turn the endpoint split at a pause has then been transcribed in all its parts."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = await browser.evaluate(QUIET)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif json.loads(now)[1:] == [True, True] and time.monotonic() - since >= quiet_s:
+            return
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"the page was not quiet for {quiet_s} s within {timeout} s: {last}")
+
+
 async def run_page(
-    server: Any, wav: Path, until: str, timeout: float, query: str = ""
+    server: Any, wav: Path, until: str, timeout: float, query: str = "", quiet_s: float = 0.0
 ) -> tuple[dict[str, Any], Browser]:
-    """Open the page with ``wav`` as the microphone and wait for ``until`` (a JS expression)."""
+    """Open the page with ``wav`` as the microphone and wait for ``until`` (a JS expression),
+    then, with ``quiet_s``, until the page has been quiet that long."""
     async with launch(wav, hard_timeout_s=timeout + 90) as browser:
         await browser.navigate(page_url(server, query))
         try:
             await browser.wait_for("window.voiceState.status === 'ready'", timeout=30)
             await browser.wait_for(until, timeout=timeout)
+            if quiet_s:
+                await wait_until_quiet(browser, quiet_s, timeout=timeout)
             state = await browser.evaluate("window.voiceState")
         except Exception as e:
             raise AssertionError(f"{e}\n{await debug(browser)}") from e
@@ -113,10 +137,11 @@ async def test_page_shows_the_cut_of_an_interrupted_reply(voice_server, tmp_path
     b, rb = sf.read(str(who.path), dtype="float32")
     assert ra == rb
     audio = np.concatenate([a, np.zeros(round(GAP_S * ra), dtype=np.float32), b])
-    wav = padded_wav(audio, tmp_path / "bargein.wav", rate=ra)
+    # Silence after it long enough for every reply before Chromium plays the file again.
+    wav = padded_wav(audio, tmp_path / "bargein.wav", rate=ra, pad_s=20.0)
     done = """(() => { const s = window.voiceState;
         return s.assistant.some(a => a.interrupted && a.heard !== null && a.done) && s.transcripts.length >= 2; })()"""
-    state, _ = await run_page(voice_server, wav, done, timeout=120)
+    state, _ = await run_page(voice_server, wav, done, timeout=120, quiet_s=3.0)
     cut = next(a for a in state["assistant"] if a["interrupted"])
     assert cut["text"], cut
     said, heard = words(cut["text"]), words(cut["heard"])
@@ -130,9 +155,11 @@ async def test_page_shows_the_cut_of_an_interrupted_reply(voice_server, tmp_path
     (bubble,) = [t for t in state["dom"] if "interrupted" in t["cls"]]
     assert bubble["cut"] and bubble["unheard"].strip(), bubble
     assert words(bubble["unheard"]) == said[len(heard) :], bubble
-    # The interruption itself was transcribed.
+    # The interruption itself was transcribed: in one turn, or in two where the endpoint took
+    # its pause after "considered" (as in one CI run) for the end.
     assert len(state["transcripts"]) >= 2, state["transcripts"]
-    assert word_error_rate(who.transcript, state["transcripts"][1]) <= 0.35, state["transcripts"]
+    interruption = " ".join(state["transcripts"][1:])
+    assert word_error_rate(who.transcript, interruption) <= 0.35, state["transcripts"]
 
 
 async def test_page_over_webrtc_transcribes_and_answers(voice_server, tmp_path):
