@@ -13,6 +13,11 @@ first restart is under way waits for it, within the call's timeout. A server
 that announces a changed tool list (``notifications/tools/list_changed``, or
 a ``subscriptions/listen`` event on 2026 servers) is listed again.
 
+A stdio server that exits between calls is noticed before the next call
+needs it: at once where its change stream breaks (2026 servers), else by a
+listing every :data:`HEARTBEAT_S` while no call runs. It is started again,
+so the call after it does not fail.
+
 A stdio server's stderr goes to a file of its own (:attr:`McpConnection.log_path`),
 not to the terminal: servers log every call there. Its last line is quoted when
 the server fails.
@@ -37,6 +42,7 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 BACKOFF_S = 0.5  # the first restart's wait; doubled after each failed one
 MAX_BACKOFF_S = 30.0
 PROBE_TIMEOUT_S = 3.0  # a server that does not list its tools in this long after a timeout is hung
+HEARTBEAT_S = 10.0  # an idle stdio server is asked for its tools this often: has it exited?
 CONNECTION_CLOSED = -32000  # MCP's (JSON-RPC's) code for a connection that closed under a request
 
 State = Literal["starting", "up", "restarting", "down", "closed"]
@@ -57,6 +63,7 @@ class McpConnection:
         self.state: State = "starting"
         self.restarts = 0  # attempts to connect again, over the session
         self._failed = 0  # attempts that failed since it was last up
+        self._calls = 0  # calls running now: no heartbeat is needed meanwhile
         self._on_tools = on_tools
         self._client: Any = None
         self._up = asyncio.Event()
@@ -80,6 +87,7 @@ class McpConnection:
             client = self._client
         if client is None:
             raise McpUnavailable(f"the {self.name} server is not running ({self._why or self.state})")
+        self._calls += 1
         try:
             return await client.call_tool(name, arguments)
         except Exception as e:
@@ -87,6 +95,8 @@ class McpConnection:
                 self._lost(f"its connection closed: {getattr(e, 'message', e)}")
                 raise McpUnavailable(f"the {self.name} server stopped during the call; it is being restarted") from e
             raise
+        finally:
+            self._calls -= 1
 
     def timed_out(self) -> None:
         """A call took longer than its timeout (and was cancelled): is the server hung?"""
@@ -202,6 +212,8 @@ class McpConnection:
         capabilities = client.server_capabilities
         if client.protocol_version >= "2026" and capabilities.tools is not None and capabilities.tools.list_changed:
             waits.append(asyncio.ensure_future(self._listen(client)))
+        if self.spec.url is None:  # HTTP: a server gone is found by the next call, and reached again in ms
+            waits.append(asyncio.ensure_future(self._heartbeat(client)))
         try:
             done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -224,9 +236,25 @@ class McpConnection:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _ in subscription:
                     self._relist.set()
-        except Exception as e:  # a server that will not stream: changes are not heard, calls still work
+        except Exception as e:
+            await self._alive(client)  # the stream broke because the server exited: restart it now
+            # A server that will not stream: changes are not heard, calls still work.
             log.info("mcp %s: not listening for tool changes: %s", self.name, _reason(e))
         await asyncio.Event().wait()
+
+    async def _heartbeat(self, client: Any) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if not self._calls:  # a running call finds a dead server itself, and its timeout a hung one
+                await self._alive(client)
+
+    async def _alive(self, client: Any) -> None:
+        """Raises (and so restarts the connection) unless the server answers a listing.
+        Sent to a closed connection, the listing fails at once."""
+        try:
+            await asyncio.wait_for(client.list_tools(), PROBE_TIMEOUT_S)
+        except Exception as e:
+            raise ConnectionError(f"it stopped answering between calls ({_reason(e)})") from e
 
     async def _on_message(self, message: Any) -> None:
         method = getattr(getattr(message, "root", message), "method", None)

@@ -20,7 +20,8 @@ import pytest
 from core.events import BargeIn, ToolCallEnd, ToolCallStart, TtsChunk
 from core.tool_calls import ToolCall
 from shell.config import SessionConfig
-from shell.mcp import McpServers, McpStartError, parse_mcp
+from shell.mcp import McpServers, McpStartError, connection, parse_mcp
+from shell.mcp.connection import McpConnection
 from shell.tools import Tools, load_tools
 from tests.integration.conftest import run_replay
 from voice.bench.mcp_latency import SERVER, free_port, http_server
@@ -163,6 +164,22 @@ async def test_a_server_killed_mid_call_fails_the_call_and_is_restarted_for_the_
         shop.delay(None)
         again = await call(servers.tools, "get_order_status", '{"order_id": "4512"}')  # waits for the restart
         assert again.status == "ok" and shop.pid() != first
+
+
+@pytest.mark.parametrize("noticed_by", ["its change stream", "the heartbeat"])
+async def test_a_stdio_server_that_exits_between_calls_is_started_again_before_the_next(shop, monkeypatch, noticed_by):
+    if noticed_by == "the heartbeat":  # as for a server that streams no changes (older, or without listChanged)
+        monkeypatch.setattr(McpConnection, "_listen", lambda self, client: asyncio.Event().wait())
+        monkeypatch.setattr(connection, "HEARTBEAT_S", 0.2)
+    async with McpServers(parse_mcp(stdio(shop)), Tools()) as servers:
+        first = shop.pid()
+        os.kill(first, 9)
+        for _ in range(200):
+            if shop.pid() != first and servers.connections[0].state == "up":
+                break
+            await asyncio.sleep(0.05)
+        assert shop.pid() != first and servers.connections[0].restarts == 1
+        assert (await call(servers.tools, "get_order_status", '{"order_id": "4512"}')).status == "ok"
 
 
 async def test_a_hung_server_times_out_and_is_restarted(shop):
