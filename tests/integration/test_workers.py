@@ -113,7 +113,8 @@ async def test_sessions_go_to_workers_with_room_and_a_drained_worker_finishes_it
     one, two = await asyncio.gather(first, second)
     for result in (one, two):
         kinds = [e["type"] for e in result.events]
-        assert "turn_end" in kinds and "error" not in kinds, kinds
+        errors = [e for e in result.events if e["type"] == "error"]
+        assert "turn_end" in kinds and not errors, (errors, kinds)
         assert result.played > 0.5 * result.output_rate  # the reply was heard
     # The drained worker ended its session whole, then exited by itself.
     assert await asyncio.to_thread(a.proc.wait, 60) == 0, a.log.read_text()[-3000:]
