@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from core.audio import ASR_RATE, VAD_FRAME
-from core.echo_gate import EchoGate
+from core.echo_gate import EchoGate, echo_coherence
 from transport.echo_path import EchoPath
 from transport.files import load_audio
 
@@ -30,7 +30,8 @@ PLAYED = load_audio(FIXTURES / "ljspeech_LJ001-0005.wav")  # the assistant's voi
 PERSON = load_audio(FIXTURES / "cmu_arctic_us_aew_a0003.wav")  # the person: 3.5 s, a male speaker
 PERSON_AT_S = 1.5  # the person starts over the reply after its first 1.5 s
 ECHO_DB = [-20, -10, 0]  # the echo's level relative to what was played (0: as loud as played)
-LEARN = 16  # frames learnt (playback, no speech) before the raw view counts: learn_s = 0.5 s of 32 ms frames
+LEARN = 16  # frames learnt (playback, no speech) before the echo gain is a percentile: learn_s = 0.5 s of 32 ms frames
+MIN_LEARN = 3  # frames learnt before the raw view counts (against the loudest of them)
 WINDOW = 9  # frames of playback the gate looks back over: window_s = 0.3 s
 HISTORY = 188  # frames of echo path remembered: history_s = 6 s
 
@@ -188,6 +189,50 @@ def test_person_over_headphones_passes_though_the_suppressor_assumes_echo(echo_d
     assert (prob[~voiced] < 0.5).all()
 
 
+@pytest.mark.parametrize("onset_s", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("echo_db", [-20, -10])
+def test_person_talking_as_the_reply_starts_is_not_learnt_as_echo(echo_db, onset_s):
+    # Issue 44: the person goes on just as the reply starts, and the suppressor, not converged,
+    # takes everything for echo. Their voice is not the reply's waveform: it is not learnt as echo,
+    # and it passes on the raw view as soon as a few frames of the echo alone are learnt.
+    start = round(onset_s * ASR_RATE)
+    person = np.zeros_like(PLAYED)
+    part = PERSON[: len(PLAYED) - start] * 10 ** ((echo_db + 20) / 20)  # 20 dB over the echo
+    person[start : start + len(part)] = part
+    echo = EchoPath(echo_db, delay_ms=30)(PLAYED)
+    raw = frames(echo + person)
+    gate = EchoGate()
+    prob = run(gate, frames(PLAYED), raw, raw * 0.01)
+    assert 10 * np.log10(gate.echo_gain) < echo_db + 3  # the echo path's, not the person's level
+    voiced = np.array([vad_stand_in(p) > 0.5 for p in frames(person)])
+    over = [energy_db(p) - energy_db(e) >= 20 for p, e in zip(frames(person), frames(echo), strict=True)]
+    loud = voiced & np.array(over)
+    assert loud.sum() > 30
+    assert (prob[loud][MIN_LEARN + 2 :] > 0.5).mean() >= 0.8  # about as over a reply long under way (above)
+
+
+def test_echo_coherence_tells_the_echo_from_the_person():
+    played = PLAYED[ASR_RATE : 3 * ASR_RATE]
+    echo = EchoPath(-10, delay_ms=30)(played)
+    person = PERSON[: len(played)] * 10 ** (-10 / 20)
+    history = round(0.48 * ASR_RATE) + VAD_FRAME
+    echo_only, double_talk = [], []
+    for end in range(history, len(played), VAD_FRAME):
+        window = played[end - history : end]
+        mic = echo[end - VAD_FRAME : end]
+        if energy_db(mic) > -50 and energy_db(person[end - VAD_FRAME : end]) > -40:
+            echo_only.append(echo_coherence(mic, window))
+            double_talk.append(echo_coherence(mic + 3 * person[end - VAD_FRAME : end], window))
+    assert len(echo_only) > 10
+    assert np.median(echo_only) > 0.7
+    assert np.median(double_talk) < 0.5
+
+
+def test_echo_coherence_of_nothing_is_zero():
+    assert echo_coherence(np.zeros(0, np.float32), np.ones(1000, np.float32)) == 0.0
+    assert echo_coherence(np.ones(512, np.float32), np.ones(100, np.float32)) == 0.0
+
+
 # -- near_energy: the person's share ---------------------------------------------------
 
 
@@ -282,8 +327,10 @@ def test_both_views_counting_give_the_higher_probability():
     assert gate(0.8, 0.6, const(0.1), const(0.1)) == 0.8
 
 
-@pytest.mark.parametrize(("frames_learnt", "counts"), [(0, False), (1, False), (LEARN - 1, False), (LEARN, True)])
-def test_raw_view_counts_only_after_learn_s_of_playback(frames_learnt, counts):
+@pytest.mark.parametrize(
+    ("frames_learnt", "counts"), [(0, False), (1, False), (MIN_LEARN - 1, False), (MIN_LEARN, True), (LEARN, True)]
+)
+def test_raw_view_counts_only_after_min_learn_frames_of_playback(frames_learnt, counts):
     gate = learnt(EchoGate(), ratio=0.01, n=frames_learnt)
     gate.far_frame(const(0.1))
     assert gate(0.9, 0.9, const(1.0), const(0.01)) == (0.9 if counts else 0.0)  # 40 dB over the echo
@@ -323,8 +370,8 @@ def test_frames_with_speech_are_not_learnt():
     assert gate.echo_gain == pytest.approx(0.01)
 
 
-def test_frames_with_speech_do_not_count_towards_learn_s():
-    gate = learnt(EchoGate(), ratio=0.01, n=LEARN - 1)
+def test_frames_with_speech_do_not_count_towards_learning():
+    gate = learnt(EchoGate(), ratio=0.01, n=MIN_LEARN - 1)
     for _ in range(50):  # passed on the cancelled view
         gate.far_frame(const(0.1))
         gate(0.9, 0.9, const(1.0), const(1.0))
