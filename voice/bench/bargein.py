@@ -1,6 +1,7 @@
 """Barge-in over the labelled fixtures, on the real engines.
 
     python -m voice.bench bargein [--out DIR]        (default: out/bench-bargein)
+    python -m voice.bench bargein --grid [...]       double talk at the reply's start (voice/bench/double_talk.py)
 
 Builds the fixtures (scripts/make_bargein_fixtures), replays each on virtual
 time (exact, repeatable timings; engine latency is measured by python -m voice.bench pipeline)
@@ -25,6 +26,7 @@ import sys
 from pathlib import Path
 
 from voice.app.latency import percentile
+from voice.bench import double_talk
 from voice.bench.common import ROOT, parser
 
 # Set by `python -m voice.bench` before this module is imported (what the engines read as they load).
@@ -37,8 +39,15 @@ async def _main(argv: list[str] | None) -> None:
     import argparse
 
     ap = parser(__name__, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-bargein")
+    ap.add_argument("--out", type=Path, default=None, help="default: out/bench-bargein; with --grid, docs/bench")
+    ap.add_argument("--grid", action="store_true", help="the double-talk grid: onset x echo x canceller x speaker")
+    double_talk.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.grid:
+        args.out = args.out or ROOT / "docs" / "bench"
+        await double_talk.main_grid(args)
+        return
+    args.out = args.out or ROOT / "out" / "bench-bargein"
     fixtures = args.out / "fixtures"
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "make_bargein_fixtures"), "--out", str(fixtures)], check=True
