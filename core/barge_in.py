@@ -14,7 +14,8 @@ resumes where it paused. Once speech is confirmed:
   words that were heard before the pause;
 * at the end of the speech its final transcript decides the same way; no
   words, noise and backchannels ("uh-huh", "yeah", "okay", any single other
-  word) resume the reply where it paused, and are not stored as a turn.
+  word but a goodbye) resume the reply where it paused, and are not stored as a turn.
+  A goodbye ("Goodbye.", "OK, bye") cuts the reply like a stop word (``core/goodbye.py``).
 
 Long noise that the VAD takes for speech (a kitchen, a passing car) keeps the
 reply paused while it lasts, but never cuts it.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from core.goodbye import says_goodbye
 from core.language import ENGLISH, Language
 from core.words import letters, words
 
@@ -94,6 +96,10 @@ class BargeInPolicy:
         own = set(said) if language.spaced else set()
         if any(w in language.stop_words and w not in own for w in heard):
             return True
+        # A goodbye ends the reply however short it is (where one other word is a backchannel),
+        # unless the reply said it too: then it may be its own echo.
+        if says_goodbye(text, language) and not says_goodbye(reply, language):
+            return True
         if echo_similarity(heard, said) >= self.min_echo_similarity:
             return False
         return sum(weight(w) for w in heard if w not in language.backchannels and w not in own) >= self.commit_words
@@ -106,7 +112,7 @@ def tokens(text: str, language: Language = ENGLISH) -> list[str]:
     if language.spaced:
         return words(text, numbers=False)
     said = "".join(c for c in letters(text) if not c.isdigit())
-    known = sorted(language.stop_words | language.backchannels, key=len, reverse=True)
+    known = sorted(language.stop_words | language.backchannels | language.goodbyes, key=len, reverse=True)
     out: list[str] = []
     i = 0
     while i < len(said):

@@ -79,44 +79,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from core.language import ENGLISH, ConversationLanguage, Language
-from core.words import letters, words
-
-NUMBER_WORDS = frozenset(
-    [
-        "zero",
-        "oh",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-        "thirty",
-        "forty",
-        "fifty",
-        "sixty",
-        "seventy",
-        "eighty",
-        "ninety",
-        "hundred",
-        "thousand",
-    ]
-)
+from core.goodbye import is_closing
+from core.language import ConversationLanguage
+from core.trailing import trails_off
+from core.words import words
 
 
 @dataclass(frozen=True)
@@ -162,6 +128,10 @@ class EndOfTurnConfig:
     # max_wait_s unless the person goes on. None: no such check.
     sure_threshold: float | None = 0.85
     doubtful_sentence_end: float = 0.3
+    # Closing words alone ("Thank you", "OK", "Alright, thanks": core/goodbye.py) are often followed
+    # by a goodbye after a breath: a "finished" for them ends the turn only once the silence reaches
+    # this, so that "Thank you, goodbye." is one turn. None: no such wait.
+    closing_wait_s: float | None = 0.8
 
     def __post_init__(self) -> None:
         if not 0.0 < self.first_check_s < self.max_wait_s:
@@ -213,24 +183,6 @@ class Endpoint:
 EndOfTurnCommand = CheckEndOfTurn | Endpoint
 
 
-def _is_number(word: str) -> bool:
-    return word in NUMBER_WORDS or word.isdigit()
-
-
-def trails_off(text: str, language: Language = ENGLISH) -> bool:
-    """Whether ``text`` stops where a sentence goes on: on one of ``language``'s continuation
-    words, or in a number being dictated (at least two number tokens in a row at the end: "555
-    12", "five five", "twenty one"; a single one, "I'm 25", "in 1961", is left alone). Where
-    words are not spaced, on the characters of a continuation word ("行きたいけど")."""
-    if not language.spaced:
-        said = letters(text)
-        return any(said.endswith(w) for w in language.continuation_words)
-    said = words(text, compounds=False)  # "twenty-one": two number words
-    if not said:
-        return False
-    return said[-1] in language.continuation_words or (len(said) > 1 and _is_number(said[-1]) and _is_number(said[-2]))
-
-
 # A token that ends a sentence, as the LLM's tokenizer spells it (with its leading space, if any).
 _SENTENCE_END_TOKEN = re.compile(r"\s*[.?!\u2026]+[\"')\]]*\s*")
 
@@ -271,6 +223,7 @@ class EndOfTurn:
         self._text: str | None = None  # a transcript of the speech up to _end
         self._sentence_end: float | None = None  # the LLM's P(the sentence ends here) for _text
         self._finished_at: float | None = None  # when the model said finished, awaiting the transcript
+        self._closing_finished = False  # the model said finished to closing words: see closing_wait_s
         self._said: tuple[str, float] | None = None  # the last utterance's words and where it ended
         self._context = ""  # the words before this utterance, read with its own (see context_s)
 
@@ -306,8 +259,10 @@ class EndOfTurn:
             self._new_pause()
         if silence_s >= cfg.max_wait_s - 1e-9:
             return self._endpoint(t, "max_wait")
-        if silence_s >= cfg.finished_wait_s - 1e-9 and self.finished_words:
+        if silence_s >= cfg.finished_wait_s - 1e-9 and self.finished_words and not self._awaits_goodbye(silence_s):
             return self._endpoint(t, "words")
+        if self._closing_finished and not self._awaits_goodbye(silence_s):
+            return self._endpoint(t, "model")
         if self._finished_at is not None:  # the model said finished; its transcript is late
             if t - self._finished_at >= cfg.transcript_wait_s - 1e-9:
                 return self._endpoint(t, "model")
@@ -378,7 +333,21 @@ class EndOfTurn:
         assert weighted is not None
         if weighted < self.config.threshold or self.unfinished_words or self._doubted(weighted):
             return []  # max_wait_s ends it, unless the person goes on
+        if self._awaits_goodbye(t - self._end):
+            self._closing_finished = True  # finished, but a goodbye may come after the breath
+            return []
         return self._endpoint(t, "model")
+
+    def _awaits_goodbye(self, silence_s: float) -> bool:
+        """Whether the words so far are closing words alone and the silence after them is still
+        shorter than ``closing_wait_s``: a goodbye may yet follow."""
+        wait = self.config.closing_wait_s
+        return (
+            wait is not None
+            and silence_s < wait - 1e-9
+            and self._text is not None
+            and is_closing(self._text, self.language.current)
+        )
 
     def failed(self, check: int, t: float) -> list[EndOfTurnCommand]:
         """The model raised on ``check``: this pause falls back to silence (no more checks in it;
@@ -397,6 +366,7 @@ class EndOfTurn:
         self._speaking = False
         self._pending = None
         self._finished_at = None
+        self._closing_finished = False
         return []
 
     @property
@@ -469,10 +439,12 @@ class EndOfTurn:
         self._text = None
         self._sentence_end = None
         self._finished_at = None
+        self._closing_finished = False
 
     def _endpoint(self, t: float, reason: Literal["model", "words", "max_wait"]) -> list[EndOfTurnCommand]:
         self._remember()
         self._speaking = False
         self._pending = None
         self._finished_at = None
+        self._closing_finished = False
         return [Endpoint(self._end, t, reason, self._probability, self._trails_off(), self._sentence_end)]

@@ -105,6 +105,10 @@ class Language:
     continuation_words: frozenset[str] = frozenset()  # a transcript ending on one has not finished
     backchannels: frozenset[str] = frozenset()  # a listener's "yes", "mm": never a barge-in alone
     stop_words: frozenset[str] = frozenset()  # "stop", "wait": a barge-in whatever else was said
+    # Phrases that end a conversation ("bye", "see you"), and the closing words said around them
+    # ("thank you", "OK"), which a goodbye often follows after a breath (core/goodbye.py).
+    goodbyes: frozenset[str] = frozenset()
+    closings: frozenset[str] = frozenset()
     # The final pass's beam (1: greedy). Japanese: 5 took Whisper base's CER on the fixtures from
     # 0.201 to 0.142, for +21% of a pass's time; it made Spanish worse (0.091 to 0.163), so it is
     # not everyone's (2-3 recordings a language: python -m voice.bench languages).
@@ -115,7 +119,27 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-ENGLISH = Language("en", "English", True, CONTINUATION_WORDS, BACKCHANNELS, STOP_WORDS)
+def _phrases(text: str) -> frozenset[str]:
+    """Comma-separated phrases of one or more words."""
+    return frozenset(p.strip() for p in text.split(",") if p.strip())
+
+
+GOODBYES = _phrases(
+    "goodbye, good-bye, good bye, bye, bye-bye, bye bye, see you, see ya, see you later, see you soon, take care,"
+    " good night, farewell, so long, talk to you later, talk soon, have a good day, have a nice day,"
+    " have a great day, have a good one"
+)
+# Words said around a goodbye. Not a plain "no" or "yes": they answer questions, and a closing
+# utterance waits longer for its turn to end (EndOfTurnConfig.closing_wait_s).
+CLOSINGS = _phrases(
+    "thank you, thanks, thank you very much, thank you so much, thanks a lot, many thanks, no thanks,"
+    " no thank you, ok, okay, alright, all right, great, perfect, fine, that's all, that's it, that is all,"
+    " for now, then, well, oh"
+)
+
+ENGLISH = Language(
+    "en", "English", True, CONTINUATION_WORDS, BACKCHANNELS, STOP_WORDS, goodbyes=GOODBYES, closings=CLOSINGS
+)
 
 LANGUAGES: dict[str, Language] = {
     lang.code: lang
@@ -127,6 +151,12 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("y o pero porque que si el la los las un una de del con eh em mmm"),
             backchannels=_words("sí si ajá aja vale claro ok okay bueno mhm mm ah oh eh ya exacto cierto entiendo"),
             stop_words=_words("para espera no basta alto oye perdón perdona disculpa pero cállate detente"),
+            goodbyes=_phrases(
+                "adiós, adios, chao, chau, hasta luego, hasta pronto, hasta mañana, nos vemos, buenas noches"
+            ),
+            closings=_phrases(
+                "gracias, muchas gracias, vale, ok, okay, bueno, perfecto, muy bien, eso es todo, entonces, pues"
+            ),
         ),
         Language(
             "fr",
@@ -134,6 +164,10 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("et ou mais parce que qui si le la les un une de du des euh donc"),
             backchannels=_words("oui ouais d'accord ok okay mhm mm ah oh bon voilà exactement super bien"),
             stop_words=_words("arrête arrêtez attends attendez non stop pardon excuse excusez mais écoute"),
+            goodbyes=_phrases(
+                "au revoir, salut, bonne journée, bonne soirée, à bientôt, a bientôt, à plus, bonne nuit, ciao"
+            ),
+            closings=_phrases("merci, merci beaucoup, d'accord, ok, okay, bon, parfait, très bien, c'est tout, alors"),
         ),
         Language(
             "de",
@@ -141,6 +175,10 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("und oder aber weil dass wenn der die das den dem ein eine einen äh ähm"),
             backchannels=_words("ja jaja genau okay ok mhm mm ah oh gut klar stimmt richtig"),
             stop_words=_words("stopp stop halt warte warten nein moment entschuldigung aber hör"),
+            goodbyes=_phrases(
+                "tschüss, tschüs, auf wiedersehen, auf wiederhören, bis bald, bis dann, ciao, gute nacht, schönen tag"
+            ),
+            closings=_phrases("danke, danke schön, vielen dank, okay, ok, gut, alles klar, perfekt, das war's, also"),
         ),
         Language(
             "pt",
@@ -148,6 +186,10 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("e ou mas porque que se o a os as um uma de do da com hum"),
             backchannels=_words("sim é ok okay tá claro certo uhum ah oh beleza isso entendi"),
             stop_words=_words("para pare espera espere não chega desculpa desculpe mas escuta"),
+            goodbyes=_phrases("tchau, adeus, até logo, até mais, até breve, boa noite"),
+            closings=_phrases(
+                "obrigado, obrigada, muito obrigado, muito obrigada, ok, okay, tá, certo, perfeito, então, é isso"
+            ),
         ),
         Language(
             "it",
@@ -155,6 +197,8 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("e o ma perché che se il lo la i gli le un una di del ehm"),
             backchannels=_words("sì si ok okay certo già esatto bene ah oh mhm"),
             stop_words=_words("basta aspetta no ferma fermati scusa scusi ma senti"),
+            goodbyes=_phrases("arrivederci, ciao, addio, a presto, buona giornata, buona notte, buonanotte"),
+            closings=_phrases("grazie, grazie mille, ok, okay, va bene, perfetto, allora, è tutto"),
         ),
         Language(
             "ja",
@@ -164,6 +208,14 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("けど けれど けれども ので のに から し とか えっと えーと あの その"),
             backchannels=_words("はい うん ええ そう そうですね なるほど へえ ああ はいはい うんうん"),
             stop_words=_words("ちょっと 待って まって ストップ やめて いいえ いや すみません"),
+            goodbyes=_phrases(
+                "さようなら, さよなら, じゃあね, またね, また今度, 失礼します, 失礼しました,"
+                " おやすみ, おやすみなさい, バイバイ"
+            ),
+            closings=_phrases(
+                "ありがとう, ありがとうございます, ありがとうございました, どうも, はい,"
+                " わかりました, 分かりました, じゃあ, では, それでは"
+            ),
         ),
         Language(
             "zh",
@@ -172,6 +224,8 @@ LANGUAGES: dict[str, Language] = {
             continuation_words=_words("和 跟 或者 但是 可是 因为 所以 然后 如果 那个 就是"),
             backchannels=_words("嗯 嗯嗯 对 对对 是 是的 好 好的 哦 啊 行"),
             stop_words=_words("等等 等一下 停 不是 别说了 打住"),
+            goodbyes=_phrases("再见, 拜拜, 回头见, 明天见, 晚安"),
+            closings=_phrases("谢谢, 谢谢你, 好的, 好, 行, 那就这样, 就这样"),
         ),
     )
 }

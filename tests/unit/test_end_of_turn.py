@@ -511,3 +511,43 @@ def test_an_unsure_finished_waits_for_its_words_then_doubts_them():
 def test_the_sure_threshold_can_be_switched_off():
     eot, check = read("in B.", 0.055, EndOfTurnConfig(sure_threshold=None))
     assert of(Endpoint, eot.answer(check.check, 0.74, 1.3))
+
+
+# -- closing words, and the goodbye that may follow them (core/goodbye.py) -----
+
+
+def closing(eot: EndOfTurn, text: str, silence_s: float, p: float = 0.9) -> list:
+    """A pause after ``text``: its transcript, the model's answer, then silence up to ``silence_s``."""
+    out = pause(eot, 1.06, 0.224)
+    check = out[-1]
+    eot.transcript(text, end=1.06, t=1.3)
+    out = eot.answer(check.check, p, 1.3)
+    return out + pause(eot, 1.06, silence_s)
+
+
+def test_closing_words_wait_for_a_goodbye_then_end_at_closing_wait_s():
+    eot = started(EndOfTurnConfig())
+    (ep,) = of(Endpoint, closing(eot, "Thank you,", silence_s=0.9))
+    assert ep.t == pytest.approx(1.06 + 0.8, abs=FRAME)  # not at the model's "finished" (1.3)
+
+
+def test_a_goodbye_after_closing_words_is_the_same_turn():
+    eot = started(EndOfTurnConfig())
+    assert of(Endpoint, closing(eot, "Thank you,", silence_s=0.5)) == []
+    speak(eot, 1.56, 2.1)  # "goodbye."
+    (check,) = pause(eot, 2.1, 0.224)[-1:]
+    eot.transcript("Thank you, goodbye.", end=2.1, t=2.33)
+    (ep,) = of(Endpoint, eot.answer(check.check, 0.9, 2.33))
+    assert ep.reason == "model"  # a goodbye ends the turn as soon as the model says finished
+
+
+def test_other_words_end_the_turn_at_the_models_finished():
+    eot = started(EndOfTurnConfig())
+    (ep,) = of(Endpoint, closing(eot, "A table for four, please.", silence_s=0.3))
+    assert ep.t == pytest.approx(1.3)
+
+
+def test_the_closing_wait_can_be_turned_off():
+    eot = started(EndOfTurnConfig(closing_wait_s=None))
+    (ep,) = of(Endpoint, closing(eot, "Thank you,", silence_s=0.3))
+    assert ep.t == pytest.approx(1.3)
