@@ -13,9 +13,10 @@ a request, kept apart from the reply's course (:mod:`core.reply_flow`) that foll
 
 from __future__ import annotations
 
-from core.commands import Command, Emit, StartResponse, TranscribeFinal
+from core.commands import Command, Emit, Goodbye, StartResponse, TranscribeFinal
 from core.events import AsrFinal, ResponseStart, SpeechEnd, SpeechStart
 from core.floor import Floor, State
+from core.goodbye import is_goodbye
 from core.history import Turn
 from core.language import Detected
 from core.over_reply import OverReply
@@ -284,8 +285,13 @@ class Answering:
             *out,
             Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
             StartResponse(r.id, messages, tools=self.tool_rounds.tools),
+            *self._goodbye(r, answered),
             *self.over.hold_for_later_speech(r, utterance, t),
         ]
+
+    def _goodbye(self, r: Reply, said: str) -> list[Command]:
+        """A reply to a goodbye may be the conversation's last."""
+        return [Goodbye(r.id)] if is_goodbye(said, self.floor.language.current) else []
 
     def speculate(self, utterance: int, end: float, text: str, t: float) -> list[Command]:
         """The early final ``text`` of the speech up to ``end`` is in: start the reply to it now, unheard."""
@@ -310,6 +316,7 @@ class Answering:
         f.response = r
         f.state = State.THINKING
         out += self.tool_rounds.run_held(r, t)  # its calls run now that it is the reply
+        out += self._goodbye(r, r.user_text)
         return out + self.tool_rounds.next_round(r, t) + self.flow.maybe_finish(r, t)
 
     def _said_in(self) -> dict[str, str]:

@@ -114,6 +114,14 @@ class CancelResponse:
 
 
 @dataclass(frozen=True)
+class Goodbye:
+    """The person's turn is a goodbye (``core/goodbye.py``): the conversation ends once reply
+    ``response`` has been played, where the agent can end one (``SessionConfig.end_on_goodbye``)."""
+
+    response: int
+
+
+@dataclass(frozen=True)
 class Emit:
     """Tell the observers (the log, the metrics, the clients) that ``event`` happened."""
 
@@ -132,5 +140,6 @@ Command = (
     | CancelResponse
     | RunTool
     | StopTools
+    | Goodbye
     | Emit
 )

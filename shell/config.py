@@ -73,6 +73,9 @@ class SessionConfig:
         " facts, advice) in words. When a tool gives you a result, tell the person the answer in one short"
         " spoken sentence of plain words."
     )
+    # A goodbye from the person ("Thank you, goodbye.") ends the conversation once its reply has been
+    # said, where the agent can end one: a phone call, or an agent offered the end_conversation tool.
+    end_on_goodbye: bool = True
     filler: str | None = "One moment."
     filler_delay_s: float = 1.0
     # A phone call: a greeting before the caller speaks, and what is done when the line goes quiet (None: not a call).

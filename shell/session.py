@@ -49,6 +49,7 @@ from core.commands import (
     CommitSpeculation,
     DiscardSpeculation,
     Emit,
+    Goodbye,
     PausePlayback,
     ResumePlayback,
     RunTool,
@@ -187,6 +188,7 @@ class Session:
             CancelResponse: _weakly(self._cancel),
             RunTool: self._tools.run_tool,
             StopTools: self._tools.stop_tools,
+            Goodbye: _weakly(self._goodbye),
         }
 
     @property
@@ -354,6 +356,14 @@ class Session:
         self._playout.resume()  # the next reply starts playing at once
         self._device.flush()
         self._speaking.cancel(cmd.response, t)
+
+    def _goodbye(self, cmd: Goodbye) -> None:
+        """The person said goodbye: the conversation ends after this reply, where the agent can end
+        one (a phone call, or one offered the end_conversation tool); elsewhere it only says goodbye."""
+        can_end = self.config.call is not None or (self.tools is not None and "end_conversation" in self.tools)
+        if self.config.end_on_goodbye and can_end:
+            log.info("the person said goodbye: the conversation ends after reply %d", cmd.response)
+            self._line.end_after_reply()
 
     def _error(self, where: str, message: str) -> None:
         self.errors.append(f"{where}: {message}")

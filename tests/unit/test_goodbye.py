@@ -62,3 +62,36 @@ def test_a_goodbye_over_the_reply_takes_the_floor_where_a_backchannel_does_not()
 
 def test_a_goodbye_over_a_japanese_reply():
     assert BargeInPolicy().interrupts("さようなら", "レストランは六時に開きます。", language=language("ja"))
+
+
+# -- in the conversation: a goodbye over the reply cuts it, and its answer may be the last --------
+
+
+def test_a_goodbye_over_the_reply_cuts_it_and_its_reply_is_marked_the_last():
+    from core.commands import CancelResponse, Goodbye, StartResponse, Synthesize, TranscribeFinal
+    from core.ledger import Word
+    from core.turns import Conversation
+
+    def of(kind, commands):
+        return [c for c in commands if isinstance(c, kind)]
+
+    conv = Conversation()
+    conv.speech_started(0.1, 0.35)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    first = conv.transcript_final(tf.utterance, "When do you open?", tf.onset, tf.end, 1.6)
+    (start,) = of(StartResponse, first)
+    assert of(Goodbye, first) == []
+    r = start.response
+    for s in of(Synthesize, conv.llm_delta(r, "We open at six. We close at eleven.", 1.7) + conv.llm_done(r, 1.8)):
+        said = s.text.split()
+        conv.tts_audio(
+            r, s.chunk, s.text, 100 * len(said), [Word(w, 100 * (k + 1)) for k, w in enumerate(said)], 1.9, True
+        )
+        conv.tts_done(r, s.chunk, 1.9)
+    conv.played(150, 2.0)
+    conv.speech_started(2.5, 2.7)  # "Goodbye." over the reply: one word, not a backchannel
+    (over,) = of(TranscribeFinal, conv.speech_ended(2.9, 3.4))
+    cmds = conv.transcript_final(over.utterance, "Goodbye.", 2.5, 2.9, 3.5)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    (answer,) = of(StartResponse, cmds)
+    assert of(Goodbye, cmds) == [Goodbye(answer.response)]

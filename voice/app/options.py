@@ -256,6 +256,14 @@ OPTIONS: tuple[Option, ...] = (
     switch(
         "--no-aec", SessionConfig, "echo_cancel", _not, help="do not cancel the assistant's echo from the microphone"
     ),
+    switch(
+        "--no-end-on-goodbye",
+        SessionConfig,
+        "end_on_goodbye",
+        _not,
+        help="a goodbye does not end the conversation (by default it does after its reply, on a phone call or "
+        "with the end_conversation tool)",
+    ),
     value(
         "--denoise",
         SessionConfig,
@@ -327,6 +335,14 @@ OPTIONS: tuple[Option, ...] = (
         "max_wait_s",
         TURNS,
         help="silence that ends the turn whatever Smart Turn says",
+    ),
+    ms(
+        "--turn-closing-wait-ms",
+        EndOfTurnConfig,
+        "closing_wait_s",
+        TURNS,
+        off_at_zero=True,
+        help="silence after closing words alone ('Thank you,') before the turn ends: a goodbye may follow (0: none)",
     ),
     value(
         "--turn-min-sentence-end",
