@@ -197,11 +197,14 @@ class Listening:
         # Speech that began over a reply (checked over it, or still held), from where it began.
         began_over_reply = cmd.over_reply or self.audio.onset[0] == cmd.onset
         audio = self.audio.over_reply(cmd.onset, end) if began_over_reply else self.audio.utterance(cmd.onset, end)
-        # Over the reply, Whisper's full window: on a short one it invents more words in noise.
+        # Over the reply, Whisper's full window: on a short one it invents more words in noise, and
+        # on speech that began over the reply (its echo's residual in its first words) it repeated a
+        # sentence whole (issue 44: "God bless them. I hope I'll go on seeing them forever. God bless
+        # them. I hope I'll", the full window heard it once).
         recognize = functools.partial(
             self.engines.asr_final.recognize,
             beam_size=self.conversation.language.current.final_beam,
-            full_window=cmd.over_reply,
+            full_window=began_over_reply,
             language=self._language(detect=True),
         )
         try:
