@@ -10,8 +10,9 @@ A person says one sentence, pauses, and the endpoint comes; they go on with a se
 please."). The reply is echoed back into the microphone through the simulated room
 (``transport/echo_path.py``) at each echo level. Each speaker is one real recording pair of the
 same person (the second sentence is theirs too), replayed on virtual time on the real engines with
-the default session (Smart Turn ends the first sentence). The reply's start is found once per
-speaker, by replaying the first sentence alone: on virtual time it is the same in every run.
+the default session (Smart Turn ends the first sentence), replies capped at 24 tokens. The
+reply's start is found once per speaker, by replaying the first sentence alone: on virtual time
+it is the same in every run.
 
 Cancellers: ``aec3`` (WebRTC's AEC3 for the VAD and the ASR alike), ``linear`` (the default:
 AEC3 for the VAD and the echo gate, SpeexDSP's linear canceller for what Whisper hears) and
@@ -62,6 +63,7 @@ CANCELLERS: dict[str, dict[str, Any]] = {
     "none": {"echo_cancel": False},
 }
 LOST_AT = 1.0  # an error rate this high: nothing of the sentence was heard
+REPLY_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -325,9 +327,13 @@ async def run_grid(engines: Engines, args: argparse.Namespace) -> dict[str, Any]
 
 
 async def main_grid(args: argparse.Namespace) -> None:
+    from llm.base import GenerationConfig
     from shell.engines import EngineConfig, load_engines
 
-    engines = await _load(load_engines, EngineConfig(languages=("en", "ja") if "ja" in args.speakers else ("en",)))
+    # Replies of 24 tokens (5-8 s of speech): longer than any onset, and less than half the work.
+    generation = GenerationConfig(max_tokens=REPLY_TOKENS)
+    languages = ("en", "ja") if "ja" in args.speakers else ("en",)
+    engines = await _load(load_engines, EngineConfig(languages=languages, generation=generation))
     try:
         result = await run_grid(engines, args)
     finally:
