@@ -15,6 +15,13 @@ reaches only this process, which owns them: it shuts them down once they run
 (``close``: vLLM's shutdown, by SIGTERM), or kills them while they still start
 (``kill_starting_engines``), since vLLM has no way to abort a start (its engine
 core only takes note of a signal until the model is loaded).
+
+Killed (``kill -9``, or SIGTERM while the engines load, before its handlers are
+set), this process runs no code at all, and vLLM's engine core and worker ran
+on without it (the engine core does not watch its parent). The entry points
+start a watchdog first (shell/reaper.py), which ends them when this process is
+gone: SIGTERM, then SIGKILL 1 s later (an engine core still loading only takes
+note of the SIGTERM; docs/bench/orphans.md).
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Every process the tests start (servers, engines, PostgreSQL) ends with this session, however
+    # it ends, kill -9 included (shell/reaper.py).
+    from shell.reaper import start_reaper
+
+    start_reaper()
+
+
 @pytest.fixture(scope="session")
 def all_recordings() -> list[Recording]:
     return recordings()

@@ -39,6 +39,7 @@ from core.events import (
     TtsChunk,
 )
 from shell.engines import LoadInterrupted
+from shell.reaper import start_reaper
 from transport.files import AudioInputError, load_audio
 from voice.app.modes.desk import run_local
 from voice.app.modes.replay import run_replay
@@ -110,6 +111,9 @@ __all__ = [  # what callers import from here (tests, scripts): the entry point a
 
 
 def main(argv: list[str] | None = None) -> int:
+    # First: whatever this process starts (vLLM's engine processes, MCP servers) ends with it,
+    # however it ends, kill -9 included (shell/reaper.py).
+    start_reaper()
     args = build_parser().parse_args(argv)
     set_up_logging(args)
     if args.list_devices:

@@ -13,6 +13,8 @@ import importlib.util
 import os
 import sys
 
+from shell.reaper import start_reaper
+
 # name: (module, what it measures). The order is the listing's: latency first, then turn-taking, then the rest.
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "pipeline": ("voice.bench.pipeline", "voice-to-voice latency by stage against a sequential baseline, real time"),
@@ -23,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "smart_turn": ("voice.bench.smart_turn", "Smart Turn on this CPU: the cost of a call, its answer as a pause grows"),
     "speculation": ("voice.bench.speculation", "speculative replies: ready at the endpoint, and the tokens wasted"),
     "bargein": ("voice.bench.bargein", "barge-in over the labelled fixtures: reaction, truncation, false barge-ins"),
+    "goodbyes": ("voice.bench.goodbyes", "goodbyes in two breaths kept one turn, and said over the reply (virtual)"),
     "interruptions": ("voice.bench.interruptions", "interruptions heard whole: the WER of words said over a reply"),
     "long_conversation": (
         "voice.bench.long_conversation",
@@ -60,6 +63,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "session_memory": ("voice.bench.session_memory", "the server's memory over many sessions, per heap strategy"),
     "tts_memory": ("voice.bench.tts_memory", "what piper keeps of the memory its longest sentence needed"),
     "fuzz": ("voice.bench.fuzz.run", "the server under attack: malformed messages, abusive clients, crafted HTTP"),
+    "orphans": ("voice.bench.orphans", "what a killed program leaves running, per way of ending and per guard"),
 }
 
 
@@ -85,6 +89,8 @@ def main(argv: list[str]) -> int:
     module_name = BENCHMARKS[name][0]
     spec = importlib.util.find_spec(module_name)
     assert spec is not None and spec.origin is not None, module_name
+    # Before anything starts: the benchmark's processes (engines, servers) end with it, however it ends.
+    start_reaper()
     # ENV is read before the import: the module's own imports may load what reads it.
     for key, value in _env_of(spec.origin).items():
         os.environ.setdefault(key, value)

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from shell.reaper import adopt
 from voice.bench.common import free_port
 
 USER = "voice"  # the database superuser the tests connect as (trust authentication, loopback only)
@@ -59,6 +60,9 @@ class PostgresServer:
     def start(self) -> None:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
+        # pg_ctl leaves the server in a session of its own, out of our process tree: handed to this
+        # process's reaper, it ends with this process however it ends (shell/reaper.py).
+        adopt(int((self.data / "postmaster.pid").read_text().split("\n", 1)[0]))
 
     def stop(self, mode: str = "fast") -> None:
         """``fast``: a clean shutdown; ``immediate``: as if the server died (clients see their connections cut)."""

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from shell.reaper import start_reaper
 from voice.app.runtime import EXIT_USAGE, set_up_logging
 from voice.scenario.report import summary, table, write_outputs
 from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    start_reaper()  # first: the engine processes end with this one, however it ends (shell/reaper.py)
     args = build_parser().parse_args(argv)
     set_up_logging(argparse.Namespace(verbose=args.verbose, log_json=False))
     try:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shell.reaper import start_reaper
 from voice.scenario.report import table, write_outputs
 from voice.scenario.runner import LoadedEngines, ScenarioResult, run_scenario
 from voice.scenario.spec import Scenario, ScenarioError, load_scenario
@@ -90,6 +91,9 @@ class _Runner:
     def __init__(self, config: pytest.Config) -> None:
         for name, value in {"VLLM_LOGGING_LEVEL": "ERROR", "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}.items():
             os.environ.setdefault(name, value)  # as python -m voice.run: the engines' chatter off, nothing fetched
+        # The engines' processes end with the test session, however it ends (shell/reaper.py); started
+        # here, where this session starts engines, not in every session that has the plugin installed.
+        start_reaper()
         self.loop = asyncio.new_event_loop()
         self.engines = LoadedEngines()
         self.record: Path | None = config.getoption("scenario_record")
