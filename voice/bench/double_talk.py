@@ -248,7 +248,7 @@ def summarize(cells: list[dict[str, Any]], echo_rows: list[dict[str, Any]]) -> d
 
 
 def _db(db: float | None) -> float:
-    return 0.0 if db is None else db - 100.0  # none first, then loud to quiet
+    return 0.0 if db is None else db - 100.0  # quiet to loud, then none
 
 
 def print_tables(summary: dict[str, Any]) -> None:
