@@ -203,7 +203,6 @@ OPENS_SESSIONS: dict[str, str] = {
     "voice.bench.server": "the in-process session the server's figures are measured against",
     "voice.bench.tool_turns": "spoken tool requests through whole sessions",
     "voice.bench.trace": "every engine call of a session timed",
-    "voice.bench.double_talk": "the double-talk grid: each onset, echo and canceller through a session",
     "voice.bench.languages": "each language's recordings through whole sessions, on virtual time and in real time",
     "voice.scenario.runner": "a test scenario's conversation, on virtual time",
 }

@@ -30,6 +30,7 @@ Prints Markdown tables, writes DIR/JSON_NAME and a plot beside it (lost and WER 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import sys
@@ -40,18 +41,17 @@ from typing import Any
 
 import numpy as np
 
-from core.events import BargeIn, Event, PlaybackPaused, PlaybackStart
+from core.events import BargeIn, PlaybackPaused, PlaybackStart
 from core.language import LanguageConfig
-from shell.clock import VirtualClock
 from shell.config import SessionConfig
 from shell.engines import Engines
-from shell.session import Session
 from transport.echo_path import EchoPath
 from transport.files import load_audio
-from transport.replay import replay
 from voice.app.latency import percentile
 from voice.bench.common import FIXTURES, ROOT, SHARED_SPEECH
+from voice.bench.evaluate import run_audio
 from voice.bench.fixtures import REPLY_ROOM_S, over_reply, shared_transcripts
+from voice.bench.languages import recordings as language_recordings
 from voice.bench.scoring import error_rate
 
 ONSETS_S = tuple(round(0.1 * k, 1) for k in range(11))
@@ -102,13 +102,7 @@ def _transcript(name: str) -> str:
     shared = shared_transcripts()
     if name in shared:
         return shared[name]
-    rows = (FIXTURES / "languages" / "manifest.tsv").read_text().splitlines()
-    header = rows[0].split("\t")
-    for row in rows[1:]:
-        cells = dict(zip(header, row.split("\t"), strict=False))
-        if Path(cells["file"]).stem == name:
-            return cells["transcript"]
-    raise KeyError(name)
+    return next(text for path, _, text in language_recordings() if path.stem == name)
 
 
 SPEAKERS = {
@@ -125,14 +119,9 @@ def session_config(speaker: Speaker, canceller: str) -> SessionConfig:
 
 
 async def _run(engines: Engines, config: SessionConfig, audio: np.ndarray, echo_db: float | None):
-    events: list[Event] = []
-    session = Session(engines, VirtualClock(), config, on_event=events.append, lockstep=True)
     echo = EchoPath(echo_db, ECHO_DELAY_MS) if echo_db is not None else None
-    try:
-        await replay(session, audio, settle=True, echo=echo)
-    finally:
-        await session.aclose()
-    return events, session.history.to_json()
+    run = await run_audio(engines, audio, config, echo)
+    return run.events, run.transcript
 
 
 def alone(first: np.ndarray) -> np.ndarray:
@@ -333,7 +322,7 @@ async def main_grid(args: argparse.Namespace) -> None:
     # Replies of 24 tokens (5-8 s of speech): longer than any onset, and less than half the work.
     generation = GenerationConfig(max_tokens=REPLY_TOKENS)
     languages = ("en", "ja") if "ja" in args.speakers else ("en",)
-    engines = await _load(load_engines, EngineConfig(languages=languages, generation=generation))
+    engines = await asyncio.to_thread(load_engines, EngineConfig(languages=languages, generation=generation))
     try:
         result = await run_grid(engines, args)
     finally:
@@ -344,9 +333,3 @@ async def main_grid(args: argparse.Namespace) -> None:
     print_tables(result["summary"])
     plot(result["summary"], path.with_suffix(".png"))
     print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} and its plot")
-
-
-async def _load(load, config):
-    import asyncio
-
-    return await asyncio.to_thread(load, config)

@@ -102,14 +102,27 @@ async def run_fixture(
     label = load_label(wav)
     db = label.get("echo_db") if echo_db is None else echo_db
     echo = None if db is None else EchoPath(db, label.get("echo_delay_ms", 30))
+    return await run_audio(engines, load_audio(wav), config or FIXTURE_CONFIG, echo, fast, label)
+
+
+async def run_audio(
+    engines: Engines,
+    audio: np.ndarray,
+    config: SessionConfig,
+    echo: EchoPath | None = None,
+    fast: bool = True,
+    label: dict[str, Any] | None = None,
+) -> FixtureRun:
+    """Replay ``audio`` (16 kHz) through a session of ``config``, with the reply echoed back
+    through ``echo`` (None: headphones), on virtual time (``fast``) or real time."""
     events: list[Event] = []
     clock = VirtualClock() if fast else MonotonicClock()
-    session = Session(engines, clock, config or FIXTURE_CONFIG, on_event=events.append, lockstep=fast)
+    session = Session(engines, clock, config, on_event=events.append, lockstep=fast)
     try:
-        result = await replay(session, load_audio(wav), settle=fast, echo=echo)
+        result = await replay(session, audio, settle=fast, echo=echo)
     finally:
         await session.aclose()
-    return FixtureRun(label, events, session.history.to_json(), result.reply, engines.output_rate, session.errors)
+    return FixtureRun(label or {}, events, session.history.to_json(), result.reply, engines.output_rate, session.errors)
 
 
 def truncation_error_words(run: FixtureRun, engines: Engines) -> int | None:
