@@ -23,8 +23,9 @@ from core.language import ENGLISH, Language
 from core.words import letters, words
 
 
-def _rest(text: str, phrases: frozenset[str], language: Language) -> tuple[list[str] | str, bool]:
-    """``text`` with every one of ``phrases`` taken out, and whether any was."""
+def _rest(text: str, phrases: frozenset[str], language: Language) -> tuple[str, bool]:
+    """``text`` with every one of ``phrases`` taken out (its words, or its characters where words are
+    not spaced), and whether any was."""
     if not language.spaced:
         said = letters(text)
         found = False
@@ -45,7 +46,7 @@ def _rest(text: str, phrases: frozenset[str], language: Language) -> tuple[list[
         else:
             found = True
             i += len(match)
-    return out, found
+    return " ".join(out), found
 
 
 def says_goodbye(text: str, language: Language = ENGLISH) -> bool:
@@ -56,10 +57,7 @@ def says_goodbye(text: str, language: Language = ENGLISH) -> bool:
 def is_goodbye(text: str, language: Language = ENGLISH) -> bool:
     """Whether ``text`` is a goodbye and nothing more: a goodbye, and closing words around it."""
     rest, found = _rest(text, language.goodbyes, language)
-    if not found:
-        return False
-    rest_text = rest if isinstance(rest, str) else " ".join(rest)
-    return not _rest(rest_text, language.closings, language)[0]
+    return found and not _rest(rest, language.closings, language)[0]
 
 
 def is_closing(text: str, language: Language = ENGLISH) -> bool:
