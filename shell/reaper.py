@@ -115,8 +115,8 @@ def adopt(pid: int) -> None:
 # --- reading /proc (both sides: the benchmark and the tests use these too) ---------------------
 
 
-def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:
-    """(state, ppid, session, start time in clock ticks since boot) of ``pid``; None if it is gone."""
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the name, from the state on; None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -124,7 +124,13 @@ def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:
         return None
     # The name in parentheses may hold spaces and parentheses: the fields start after the last ')'.
     fields = data[data.rfind(b")") + 2 :].split()
-    if len(fields) < 20:  # read as the process was reaped
+    return fields if len(fields) >= 20 else None  # fewer: read as the process was reaped
+
+
+def proc_stat(pid: int | str) -> tuple[str, int, int, int] | None:
+    """(state, ppid, session, start time in clock ticks since boot) of ``pid``; None if it is gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
         return None
     return fields[0].decode(), int(fields[1]), int(fields[3]), int(fields[19])
 
@@ -157,9 +163,11 @@ def descendants(roots: set[int], table: dict[int, tuple[str, int, int, int]] | N
 def exiting(pid: int) -> bool:
     """``pid`` is being torn down: it is exiting, or a SIGKILL is pending (a vLLM worker on a busy
     CPU took seconds to be gone)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return False
+    flags = int(fields[6])
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            flags = int(f.read().rsplit(b")", 1)[1].split()[6])
         with open(f"/proc/{pid}/status") as f:
             pending = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
     except (OSError, ValueError, IndexError):
