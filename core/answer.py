@@ -13,6 +13,7 @@ a request, kept apart from the reply's course (:mod:`core.reply_flow`) that foll
 
 from __future__ import annotations
 
+from core.barge_in import without_echo_lead
 from core.commands import Command, Emit, Goodbye, StartResponse, TranscribeFinal
 from core.events import AsrFinal, ResponseStart, SpeechEnd, SpeechStart
 from core.floor import Floor, State
@@ -192,6 +193,8 @@ class Answering:
         # Speech that cut the reply by its words is kept, even should the final pass find none.
         text = text.strip() or over.cut_by.get(utterance, "")
         over.cut_by.pop(utterance, None)
+        # Speech that began over the reply: the reply's words that lead it (the echo's residual) are not the person's.
+        text = without_echo_lead(text, over.echo_lead(utterance), f.language.current, over.policy.min_echo_similarity)
         if text:
             f.language.heard(heard, end - onset)
         said_in = f.language.reported

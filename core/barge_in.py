@@ -30,6 +30,7 @@ The rules are :class:`BargeInPolicy`'s (pure, on words and loudness); when they 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from core.goodbye import says_goodbye
@@ -57,6 +58,10 @@ class BargeInPolicy:
     # through, transcribed with a slip or two ("lips as they both look at each
     # other" for "... looked at ..."): not the person, however loud.
     min_echo_similarity: float = 0.75
+    # The reply's words that may lead the transcript of speech over it: those played in the
+    # speech's pre-roll and until the pause (its onset minus this, on), which the canceller's
+    # residual may have left under the person's first words.
+    echo_lead_s: float = 1.0
 
     def interrupts(
         self,
@@ -144,3 +149,30 @@ def echo_similarity(heard: list[str], reply: list[str]) -> float:
             if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
                 best = max(best, matcher.ratio())
     return best
+
+
+def without_echo_lead(text: str, recent: str, language: Language = ENGLISH, min_similarity: float = 0.75) -> str:
+    """``text`` without a leading run of two words or more that repeats a stretch of ``recent``
+    (the reply's words played just before and at the speech's onset; two words at least, or four
+    characters of an unspaced script): at a loud echo, Whisper
+    hears the canceller's residual of them before the person's own ("I'm sorry. God bless
+    them..."). The run kept out is the one that matches best (the longer of equals); at least one
+    word is left, as speech that is all echo is the policy's to judge (:meth:`BargeInPolicy.interrupts`)."""
+    said = tokens(recent, language)
+    if len(said) < 2:
+        return text
+    # Where the text may be cut: after each word, or after each character of an unspaced script.
+    cuts = [m.end() for m in re.finditer(r"\S+", text)] if language.spaced else list(range(1, len(text) + 1))
+    best, cut_at = min_similarity, 0
+    for cut in cuts[:-1]:
+        lead = tokens(text[:cut], language)
+        if not tokens(text[cut:], language):
+            break
+        if sum(weight(w) for w in lead) < 2:  # two words, or four characters of an unspaced script
+            continue
+        if lead[0] not in said or lead[-1] not in said:  # a run of the reply's begins and ends with its words
+            continue
+        similarity = echo_similarity(lead, said)
+        if similarity >= best:
+            best, cut_at = similarity, cut
+    return text[cut_at:].lstrip(" ,.;:!?-、。，！？") if cut_at else text

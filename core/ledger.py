@@ -77,6 +77,18 @@ class PlaybackLedger:
         """The words heard by sample ``played``, as text (Japanese and Chinese characters unspaced)."""
         return join_words(self.heard_words(played))
 
+    def words_played_between(self, start: int, end: int) -> str:
+        """The words any of whose audio was played between samples ``start`` and ``end``, as text."""
+        out: list[str] = []
+        for chunk in self.chunks:
+            begin = chunk.offset
+            for word in chunk.words:
+                stop = chunk.offset + word.end
+                if stop > start and begin < end:
+                    out.append(word.text)
+                begin = stop
+        return join_words(out)
+
     def spoken_text(self) -> str:
         """Everything synthesized for this reply, chunk texts joined."""
         return join_words([c.text for c in self.chunks])

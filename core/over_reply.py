@@ -40,6 +40,8 @@ class OverReply:
         self.heard_replies = heard_replies
         self.person = person  # the person's loudness in the turns answered so far
         self.cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
+        # utterance -> the reply's words played as it began, once its words cut the reply (Hold.echo_lead)
+        self.echo_leads: dict[int, str] = {}
         # Whether the reply may end now (it was resumed): the reply's course decides, set by the conversation.
         self.finish: Callable[[Reply, float], list[Command]] = lambda r, t: []
 
@@ -49,9 +51,22 @@ class OverReply:
         r = f.response
         if r is None or f.hold is not None:
             return []
-        f.hold = Hold(None, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
+        f.hold = self._hold(None, onset, t, r)
         f.state = State.PAUSED
         return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=None))]
+
+    def _hold(self, utterance: int | None, onset: float, t: float, r: Reply) -> Hold:
+        """The reply ``r`` paused at ``t`` on speech from ``onset``."""
+        played = r.ledger.played
+        lead_samples = round((t - onset + self.policy.echo_lead_s) * self.heard_replies.output_rate)
+        lead = r.ledger.words_played_between(played - lead_samples, played)
+        return Hold(utterance, onset, t, played, echo=r.ledger.spoken_text(), echo_lead=lead)
+
+    def echo_lead(self, utterance: int) -> str:
+        """The reply's words played as ``utterance`` began over it ("": it did not), asked once."""
+        hold = self.floor.hold
+        lead = self.echo_leads.pop(utterance, "")
+        return hold.echo_lead if hold is not None and hold.utterance == utterance else lead
 
     def onset_dropped(self, t: float) -> list[Command]:
         """The voiced frames of the last onset did not become speech: the reply goes on."""
@@ -69,7 +84,7 @@ class OverReply:
             hold.utterance = f.utterance  # paused on its onset already
             hold.onset = onset
         elif r is not None and hold is None:
-            f.hold = Hold(f.utterance, onset, t, r.ledger.played, echo=r.ledger.spoken_text())
+            f.hold = self._hold(f.utterance, onset, t, r)
             f.state = State.PAUSED
             return [PausePlayback(), Emit(PlaybackPaused(t, response=r.id, utterance=f.utterance))]
         elif f.state is State.LISTENING:
@@ -114,6 +129,7 @@ class OverReply:
         language = self.floor.language.current
         if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.person.db, background_db, language):
             self.cut_by[utterance] = text
+            self.echo_leads[utterance] = hold.echo_lead
             out += self.barge_in(t, reason="words")
         return out
 

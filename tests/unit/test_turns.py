@@ -6,7 +6,7 @@ from typing import TypeVar
 
 import pytest
 
-from core.barge_in import BargeInPolicy, echo_similarity, tokens
+from core.barge_in import BargeInPolicy, echo_similarity, tokens, without_echo_lead
 from core.budget import Budget
 from core.commands import (
     CancelResponse,
@@ -44,6 +44,7 @@ from core.events import (
 )
 from core.floor import State
 from core.history import INTERRUPTED_MARKER
+from core.language import language
 from core.ledger import Word
 from core.turns import Conversation
 
@@ -667,6 +668,48 @@ def test_echo_similarity_against_the_reply(heard, echo):
         " each other across the room. The scene is set off by them shaking"
     )
     assert (echo_similarity(tokens(heard), reply) >= BargeInPolicy().min_echo_similarity) is echo
+
+
+@pytest.mark.parametrize(
+    ("heard", "kept"),
+    [
+        # issue 44's grid, axb at -6 dB: the reply's first words, in the canceller's residual, before the person's
+        ("I'm sorry. God bless them. I hope I'll go on seeing them forever.", "God bless them. I hope I'll go on"),
+        ("I'm sorry God bless them.", "God bless them."),
+        ("God bless them. I'm sorry.", "God bless them. I'm sorry."),  # only a lead is the echo's
+        ("Sorry. God bless them.", "Sorry. God bless them."),  # one word: it may be the person's
+        ("I'm sorry.", "I'm sorry."),  # all of it: the barge-in policy's to judge
+    ],
+)
+def test_the_replys_words_that_lead_speech_over_it_are_not_the_persons(heard, kept):
+    assert without_echo_lead(heard, "I'm sorry, I don't").startswith(kept)
+
+
+def test_an_echo_lead_in_an_unspaced_script_is_four_characters_or_more():
+    ja = language("ja")
+    assert without_echo_lead("それにもう一つ、これには困ることが", "それにもう一つ", ja) == "これには困ることが"
+    assert without_echo_lead("それは困ることが", "それにもう一つ", ja) == "それは困ることが"
+
+
+def test_speech_that_cut_the_reply_is_stored_without_the_replys_words_it_began_with():
+    conv = Conversation(barge_in=BargeInPolicy(commit_s=0.6), output_rate=200)  # a word a half second
+    speaking(conv, text="It is noon. The sun is high and the sky is blue.", played=800)
+    conv.speech_started(2.5, 2.7)
+    (check,) = of(CheckInterruption, conv.speech_continues(3.1))
+    assert of(CancelResponse, conv.interruption_checked(check.utterance, "high and what about", 3.2))
+    (tf,) = of(TranscribeFinal, conv.speech_ended(3.5, 4.0))
+    # "high and", played just before the onset, lead the transcript; "sun is", before them, are not in reach.
+    (final,) = events(AsrFinal, conv.transcript_final(tf.utterance, "high and what about tomorrow", 2.5, 3.5, 4.1))
+    assert final.text == "what about tomorrow"
+    assert conv.history.turns[-1].text == "what about tomorrow"
+    conv2 = Conversation(barge_in=BargeInPolicy(commit_s=0.6), output_rate=200)
+    speaking(conv2, text="It is noon. The sun is high and the sky is blue.", played=800)
+    conv2.speech_started(2.5, 2.7)
+    (check,) = of(CheckInterruption, conv2.speech_continues(3.1))
+    conv2.interruption_checked(check.utterance, "the sun what about", 3.2)
+    (tf,) = of(TranscribeFinal, conv2.speech_ended(3.5, 4.0))
+    (final,) = events(AsrFinal, conv2.transcript_final(tf.utterance, "the sun is what about it", 2.5, 3.5, 4.1))
+    assert final.text == "the sun is what about it"
 
 
 def test_a_stop_word_the_reply_did_not_say_cuts_it_even_among_its_words():
