@@ -145,7 +145,7 @@ class WhisperRecognizer:
         kept = [p for p in pieces if not _discard(p.text, p.no_speech_prob, p.avg_logprob)]
         if not kept:
             return Transcript("", 1.0, detected, probability)
-        text = " ".join(p.text for p in kept).strip()
+        text = _without_restart(" ".join(p.text for p in kept).strip())
         return Transcript(text, max(p.no_speech_prob for p in kept), detected, probability)
 
     def _decode_window(
@@ -230,6 +230,20 @@ def _loops(text: str, n: int = 3) -> bool:
             if words[i : i + size] == words[i + size : i + 2 * size]:
                 return True
     return False
+
+
+def _without_restart(text: str, n: int = 3) -> str:
+    """``text`` without a tail that starts it over: Whisper, given speech that began over the
+    reply, said a sentence and then began it again until its token cap ("God bless them. I hope
+    I'll go on seeing them forever. God bless them. I hope I'll", issue 44). A tail of ``n``
+    words or more that repeats the text's own beginning, word for word to its end, is cut."""
+    spans = [(m.start(), m.group()) for m in re.finditer(r"[a-z0-9']+", text.lower())]
+    words = [w for _, w in spans]
+    for k in range(n, len(words) - n + 1):
+        tail = words[k:]
+        if tail == words[: len(tail)]:
+            return text[: spans[k][0]].rstrip()
+    return text
 
 
 def _discard(text: str, no_speech_prob: float, avg_logprob: float) -> bool:

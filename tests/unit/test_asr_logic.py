@@ -118,6 +118,17 @@ def test_a_decode_that_says_it_again_is_caught():
     assert not _loops("ask not what your country can do for you, ask what you can do for your country")
 
 
+def test_a_decode_that_starts_the_sentence_over_is_cut_where_it_restarts():
+    from asr.whisper import _without_restart
+
+    heard = "God bless them. I hope I'll go on seeing them forever. God bless them. I hope I'll"  # issue 44's grid
+    assert _without_restart(heard) == "God bless them. I hope I'll go on seeing them forever."
+    # A repetition that does not start the text over, or is short, is the person's.
+    assert _without_restart("no no no, I said it") == "no no no, I said it"
+    assert _without_restart("I said I want tea, I said") == "I said I want tea, I said"
+    assert _without_restart("それにもう一つ") == "それにもう一つ"
+
+
 def test_level_meters():
     from core.levels import BackgroundMeter, LevelMeter
 
