@@ -13,7 +13,6 @@ a request, kept apart from the reply's course (:mod:`core.reply_flow`) that foll
 
 from __future__ import annotations
 
-from core.barge_in import without_echo_lead
 from core.commands import Command, Emit, Goodbye, StartResponse, TranscribeFinal
 from core.events import AsrFinal, ResponseStart, SpeechEnd, SpeechStart
 from core.floor import Floor, State
@@ -142,8 +141,11 @@ class Answering:
             return self.spec.discard(t, "speech")  # the person goes on: its transcript is not the turn
         return []
 
-    def speech_ended(self, end: float, t: float, level_db: float | None, background_db: float | None) -> list[Command]:
-        """The endpoint: the final pass is asked for, or the early one's answer taken."""
+    def speech_ended(
+        self, end: float, t: float, level_db: float | None, background_db: float | None, room: bool = False
+    ) -> list[Command]:
+        """The endpoint: the final pass is asked for, or the early one's answer taken. ``room``: it was
+        the room talking (core/room.py): it ends unheard, as if its final held no words."""
         f = self.floor
         if not f.user_speaking:
             return []
@@ -152,8 +154,10 @@ class Answering:
         f.transcribing.add(f.utterance)
         if f.state is State.USER_SPEAKING:
             f.state = State.THINKING
-        speech_end = SpeechEnd(t, end=end, utterance=f.utterance, level_db=level_db, background_db=background_db)
-        out: list[Command] = [Emit(speech_end)]
+        ended = SpeechEnd(t, end=end, utterance=f.utterance, level_db=level_db, background_db=background_db, room=room)
+        out: list[Command] = [Emit(ended)]
+        if room:
+            return out + self.transcript_final(f.utterance, "", f.onset, end, t, 1.0)
         spec = self.spec.reply
         if spec is not None and (spec.utterance != f.utterance or spec.end != end):
             out += self.spec.discard(t, "speech")  # started on less than the whole utterance
@@ -190,11 +194,7 @@ class Answering:
         f = self.floor
         over = self.over
         f.transcribing.discard(utterance)
-        # Speech that cut the reply by its words is kept, even should the final pass find none.
-        text = text.strip() or over.cut_by.get(utterance, "")
-        over.cut_by.pop(utterance, None)
-        # Speech that began over the reply: the reply's words that lead it (the echo's residual) are not the person's.
-        text = without_echo_lead(text, over.echo_lead(utterance), f.language.current, over.policy.min_echo_similarity)
+        text = over.words_of(utterance, text)
         if text:
             f.language.heard(heard, end - onset)
         said_in = f.language.reported

@@ -113,6 +113,7 @@ class SpeechEnd(Event):
     utterance: int
     level_db: float | None = optional(digits=1)
     background_db: float | None = optional(digits=1)
+    room: bool = optional(False)  # it was the room talking (babble, music), not the person: not a turn
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from core.events import EndOfTurnDecision
 from core.levels import BackgroundMeter, LevelMeter
 from core.near_speech import NearSpeech
 from core.partials import PartialConfig, PartialPolicy
+from core.room import Overtaking
 
 FRAME_S = VAD_FRAME / ASR_RATE
 
@@ -77,6 +78,7 @@ class Ended:
     t: float
     level_db: float | None  # loudness of the utterance's voiced frames
     background_db: float | None  # of the microphone without speech during the reply
+    room: bool = False  # it was the room talking (core/room.py), never the person: not a turn
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class Hearing:
         self._vad_raw = vad_raw
         self.gate = gate
         self.near = near
+        room = near.room if near is not None else None
+        self._overtaking = Overtaking(room.config, FRAME_S) if room is not None else None
         self._partials = partials
         self._budget = budget if budget is not None else Budget()
         self.level = LevelMeter()  # loudness of the current utterance's voiced frames
@@ -278,6 +282,8 @@ class Hearing:
         near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
         if self.near is not None:
             prob = self.near(prob, near)
+            if (dropped := self._rooms(prob, t)) is not None:
+                return [dropped]
         ep = self.endpointer
         was_pending = ep.in_speech or ep.pending_onset is not None
         edge = ep.push(prob, t)
@@ -290,6 +296,8 @@ class Hearing:
         eot = self.end_of_turn
         if isinstance(edge, SpeechStart):
             self.utterance_onset = edge.onset
+            if self._overtaking is not None:
+                self._overtaking.started()
             self.partial = PartialPolicy(self._partials) if self._partials is not None else None
             self.pauses, self._pause = [], None
             if eot is not None:
@@ -324,6 +332,30 @@ class Hearing:
         if due is not None:
             out.append(due)
         return out
+
+    def _rooms(self, prob: float, t: float) -> Ended | None:
+        """The utterance open now ends as the room's (core/room.py) if the room was just found
+        talking and its voiced frames never stood out of the room's floor (it opened on the
+        room's own sound), or if, before the person's first turn, a louder voice has taken it over."""
+        near, ep, level = self.near, self.endpointer, self.level.db
+        if near is None or near.room is None or not ep.in_speech:
+            return None
+        found = near.room.found and level is not None and near.room.under(level)
+        overtaken = (
+            near.person.db is None
+            and prob >= self.endpoint.threshold
+            and self._overtaking is not None
+            and self._overtaking(level, near.window_db, t - self.utterance_onset)
+        )
+        if not (found or overtaken):
+            return None
+        if overtaken and self._overtaking is not None and self._overtaking.base is not None:
+            near.room.overtaken(self._overtaking.base, near.window_db or self._overtaking.base)
+        edge = ep.end_now(t)
+        assert edge is not None
+        if self.end_of_turn is not None:
+            self.end_of_turn.speech_ended(t)
+        return dataclasses.replace(self._ended(edge), room=True)
 
     def _partial_due(self, paused_after: float | None) -> PartialDue | None:
         """A partial pass to start now, if one is due; ``paused_after``: the speech ended there

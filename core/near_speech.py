@@ -14,7 +14,10 @@ heard so far stands in for the person's level: a running mean of the windows tha
 speech must not leave the session deaf). A running mean, not the loudest: against the loudest
 window a question's trailing last word fell under the margin and the turn was cut before it.
 The person close to the microphone soon dominates it, so a TV that was on before they spoke is
-discounted once they have; what it said before their first words is heard as theirs.
+discounted once they have; what it said before their first words is heard as theirs. A room that
+talks without stopping (babble, music: :mod:`core.room`) is found by its floor instead, before
+any turn and after: voiced sound that does not stand out of it is not the person's either, and
+what was heard as theirs before it was found (the room itself) is forgotten.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+
+from core.room import Room
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,13 @@ class PersonLevel:
 class NearSpeech:
     """Per VAD frame: the speech probability, or 0 where the voiced sound is far under the person."""
 
-    def __init__(self, person: PersonLevel, config: NearSpeechConfig, frame_s: float, threshold: float) -> None:
-        """``threshold``: the VAD probability above which a frame is voiced."""
+    def __init__(
+        self, person: PersonLevel, config: NearSpeechConfig, frame_s: float, threshold: float, room: Room | None = None
+    ) -> None:
+        """``threshold``: the VAD probability above which a frame is voiced; ``room``: a talking
+        room's floor, which the person's speech must stand out of (None: not looked for)."""
         self.person = person
+        self.room = room
         self.config = config
         self._threshold = threshold
         self._window = max(1, round(config.window_s / frame_s))  # frames
@@ -64,20 +73,34 @@ class NearSpeech:
         self._alpha = min(1.0, frame_s / config.bootstrap_s)
         self.heard_db: float | None = None  # before the first turn: the voiced sound heard, as a running mean
         self.far_frames = 0  # voiced frames discounted so far
+        self.window_db: float | None = None  # the voiced sound of the last window_s, as of the last voiced frame
 
     def __call__(self, prob: float, energy: float) -> float:
         """``energy``: the frame's mean square, with the assistant's echo taken out."""
         below = self.config.below_person_db
         self._frame += 1
+        room = self.room
+        if room is not None:
+            room(prob, energy)
+            if room.found:  # what was heard before the room was known was the room
+                self.heard_db = None
         if self.heard_db is not None:
             self.heard_db -= self._forget_db
-        if prob < self._threshold or below is None:
+        if prob < self._threshold:
             return prob
         voiced = self._voiced
         voiced.append((self._frame, energy))
         while voiced[0][0] <= self._frame - self._window:
             voiced.popleft()
         level = 10 * math.log10(sum(e for _, e in voiced) / len(voiced) + 1e-12)
+        self.window_db = level
+        if room is not None:
+            room.voiced(level)
+        if room is not None and room.under(level):
+            self.far_frames += 1
+            return 0.0
+        if below is None:
+            return prob
         person = self.person.db
         if person is None:  # before the first turn: against what has been heard, which what counts moves
             heard = self.heard_db

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.barge_in import BargeInPolicy
+from core.barge_in import BargeInPolicy, without_echo_lead
 from core.commands import CheckInterruption, Command, Emit, PausePlayback, ResumePlayback
 from core.events import (
     Backchannel,
@@ -62,11 +62,16 @@ class OverReply:
         lead = r.ledger.words_played_between(played - lead_samples, played)
         return Hold(utterance, onset, t, played, echo=r.ledger.spoken_text(), echo_lead=lead)
 
-    def echo_lead(self, utterance: int) -> str:
-        """The reply's words played as ``utterance`` began over it ("": it did not), asked once."""
+    def words_of(self, utterance: int, text: str) -> str:
+        """The words of ``utterance``'s final pass that are the person's (asked once): those with
+        which it cut the reply, should the pass find none; without the reply's own words that lead
+        them, where it began over the reply (the canceller's residual of what was playing)."""
+        text = text.strip() or self.cut_by.pop(utterance, "")
+        self.cut_by.pop(utterance, None)
         hold = self.floor.hold
         lead = self.echo_leads.pop(utterance, "")
-        return hold.echo_lead if hold is not None and hold.utterance == utterance else lead
+        lead = hold.echo_lead if hold is not None and hold.utterance == utterance else lead
+        return without_echo_lead(text, lead, self.floor.language.current, self.policy.min_echo_similarity)
 
     def onset_dropped(self, t: float) -> list[Command]:
         """The voiced frames of the last onset did not become speech: the reply goes on."""

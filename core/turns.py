@@ -201,7 +201,7 @@ class Conversation:
         if isinstance(heard, endpointing.SpeechStart):
             return self.speech_started(heard.onset, t)
         if isinstance(heard, Ended):
-            return self.speech_ended(heard.end, t, heard.level_db, heard.background_db)
+            return self._turn.speech_ended(heard.end, t, heard.level_db, heard.background_db, heard.room)
         return []  # PartialDue, CheckEndOfTurn: engine work, the shell's
 
     def speech_onset(self, onset: float, t: float) -> list[Command]:

@@ -12,6 +12,7 @@ from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
 from core.partials import PartialConfig
+from core.room import RoomConfig
 from shell.denoising import Denoise
 
 
@@ -34,6 +35,8 @@ class SessionConfig:
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
     # Speech far under the person's own level (a TV, someone across the room) is not a turn.
     near_speech: NearSpeechConfig = field(default_factory=NearSpeechConfig)
+    # A room that talks on (babble, music) is not the person: their speech must stand out of it.
+    room: RoomConfig = field(default_factory=RoomConfig)
     echo_cancel: bool = True  # remove the assistant's own voice from the microphone
     # Noise suppression after the echo canceller (shell/denoising.py): "rnnoise" cleans what the VAD
     # hears (both its views), and with denoise_asr what Whisper and Smart Turn hear too.

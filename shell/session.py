@@ -65,6 +65,7 @@ from core.hearing import FRAME_S, Heard, Hearing, PartialDue
 from core.history import History
 from core.near_speech import NearSpeech, PersonLevel
 from core.playout import Playout
+from core.room import Room
 from core.turns import Conversation
 from shell.clock import Clock
 from shell.config import SessionConfig
@@ -146,6 +147,7 @@ class Session:
         if partials is not None and not cfg.speculate:  # a closing partial is there to start the speculation
             partials = replace(partials, closing_after_s=None)
         echo_cancel = cfg.echo_cancel
+        threshold = cfg.endpoint.threshold  # of the VAD's probability: a voiced frame
         hearing = Hearing(
             cfg.endpoint,
             vad=engines.new_vad(),
@@ -155,7 +157,7 @@ class Session:
             budget=engines.partial_budget,
             end_of_turn=cfg.end_of_turn,
             transcripts=cfg.early_final_s is not None,  # the early final of each pause
-            near=NearSpeech(person, cfg.near_speech, FRAME_S, cfg.endpoint.threshold),
+            near=NearSpeech(person, cfg.near_speech, FRAME_S, threshold, Room(cfg.room, FRAME_S, threshold)),
         )
         linear = echo_cancel and cfg.asr_audio == "linear"
         self._playout = Playout(self.output_rate)

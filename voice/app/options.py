@@ -24,6 +24,7 @@ from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
+from core.room import RoomConfig
 from core.voices import parse_voices
 from llm.base import GenerationConfig
 from shell.config import SessionConfig
@@ -279,6 +280,15 @@ OPTIONS: tuple[Option, ...] = (
         type=float,
         help="speech this far under the person's own level is the room's (a TV, someone across it): not a turn,"
         " not a barge-in (0: all speech counts)",
+    ),
+    value(
+        "--room-db",
+        RoomConfig,
+        "above_room_db",
+        convert=_or_none,
+        type=float,
+        help="in a room that talks on (babble, music), speech must stand this far over its floor to be the person's"
+        " (0: the room is not looked for)",
     ),
     switch(
         "--denoise-asr",
