@@ -101,6 +101,15 @@ class ScriptedVad:
         return 0.95 if next(self.voiced) else 0.02
 
 
+def room_then_person(room_sound: np.ndarray, at_s: float, person: np.ndarray) -> tuple[list, list]:
+    """The hearing's speech starts and ends for ``room_sound`` with ``person`` said over it from ``at_s``."""
+    audio = room_sound.copy()
+    start = round(at_s * ASR_RATE)
+    audio[start : start + len(person)] += person
+    heard = hear(audio, [p > 0.5 for p, _ in frames_of(audio, voiced=True)])
+    return [h for h in heard if isinstance(h, SpeechStart)], [h for h in heard if isinstance(h, Ended)]
+
+
 def hear(audio: np.ndarray, voiced: list[bool]) -> list:
     endpoint = EndpointConfig()
     near = NearSpeech(PersonLevel(), NearSpeechConfig(), FRAME_S, endpoint.threshold, room())
@@ -113,14 +122,7 @@ def hear(audio: np.ndarray, voiced: list[bool]) -> list:
 
 
 def test_the_utterance_babble_opened_ends_as_the_rooms_and_the_person_over_it_is_a_turn():
-    babble = steady(14.0, -35.0)
-    person = np.zeros_like(babble)
-    start, n = round(8.0 * ASR_RATE), round(2.0 * ASR_RATE)
-    person[start : start + n] = talk(2.0, -25.0, seed=3)
-    audio = babble + person
-    heard = hear(audio, [p > 0.5 for p, _ in frames_of(audio, voiced=True)])
-    starts = [h for h in heard if isinstance(h, SpeechStart)]
-    ends = [h for h in heard if isinstance(h, Ended)]
+    starts, ends = room_then_person(steady(14.0, -35.0), 8.0, talk(2.0, -25.0, seed=3))
     # The babble's utterance, opened at once, ends as the room's when the room is found (~5 s).
     assert starts[0].onset < 0.5 and ends[0].room and 4.5 < ends[0].t < 5.5
     # The person's words over it open one turn, which ends when they stop; it is not the room's.
@@ -143,14 +145,7 @@ def test_a_voice_that_comes_in_louder_over_what_opened_the_utterance_starts_its_
     """A TV talking on (no talking room: it pauses), then the person 10 dB over it (7 dB over
     its voiced frames): the TV's utterance ends as the room's when they come in, theirs ends
     when they stop, and the TV talking on is no turn."""
-    tv = talk(12.0, -35.0, seed=5)
-    person = np.zeros_like(tv)
-    start, n = round(4.0 * ASR_RATE), round(2.5 * ASR_RATE)
-    person[start : start + n] = talk(2.5, -25.0, seed=6)
-    audio = tv + person
-    heard = hear(audio, [p > 0.5 for p, _ in frames_of(audio, voiced=True)])
-    starts = [h for h in heard if isinstance(h, SpeechStart)]
-    ends = [h for h in heard if isinstance(h, Ended)]
+    starts, ends = room_then_person(talk(12.0, -35.0, seed=5), 4.0, talk(2.5, -25.0, seed=6))
     assert starts[0].onset < 0.5 and ends[0].room and 4.0 < ends[0].t < 4.6
     (own,) = [s for s in starts if 4.0 < s.onset < 5.0]
     (theirs,) = [e for e in ends if e.t > own.onset][:1]
