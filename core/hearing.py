@@ -281,6 +281,8 @@ class Hearing:
             prob = self.gate(self._vad_raw(raw), prob, raw, frame)
         near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
         if self.near is not None:
+            if self.near.room is not None:
+                self.near.room.speech_db = self.level.db if self.endpointer.in_speech else None
             prob = self.near(prob, near)
             if (dropped := self._rooms(prob, t)) is not None:
                 return [dropped]

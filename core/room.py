@@ -72,6 +72,9 @@ class Room:
         self._run = 0  # frames on end with the floor voiced (> 0) or unvoiced (< 0)
         self.db: float | None = None
         self.found = False  # the last frame made the room known
+        # The level of the utterance open now (None: none), set by the hearing: one that stands out of
+        # the floor is a person talking without pauses (a read sentence, 10 s), not a room to find.
+        self.speech_db: float | None = None
         self.far_db: float | None = None  # a talker the person's voice came in over (Overtaking)
         self._far_cap = 0.0  # the most far_db may rise to
         self._far_margin = config.far_margin_db
@@ -96,6 +99,8 @@ class Room:
         talks = sum(at_floor) >= self.config.voiced_share * len(at_floor)
         self._run = max(1, self._run + 1) if talks else min(-1, self._run - 1)
         if self._run >= self._learn:
+            if self.db is None and self.speech_db is not None and self.speech_db >= floor + self.config.above_room_db:
+                return  # someone stands out of it now: not found while they speak
             self.found = self.db is None
             self.db = floor if self.db is None else min(floor, self.db + self._rise_db)
         elif self._run <= -self._learn:
