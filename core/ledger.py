@@ -8,6 +8,7 @@ words that were heard. No I/O, no clock: sample counts in, text out.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from core.words import join_words
@@ -62,15 +63,11 @@ class PlaybackLedger:
         """
         pos = self.played if played is None else played
         heard: list[str] = []
-        for chunk in self.chunks:
-            start = chunk.offset
-            for word in chunk.words:
-                end = chunk.offset + word.end
-                if (pos >= (start + end) / 2 and end > start) or pos >= end:
-                    heard.append(word.text)
-                else:
-                    return heard
-                start = end
+        for text, start, end in self._spans():
+            if (pos >= (start + end) / 2 and end > start) or pos >= end:
+                heard.append(text)
+            else:
+                return heard
         return heard
 
     def heard_text(self, played: int | None = None) -> str:
@@ -79,15 +76,17 @@ class PlaybackLedger:
 
     def words_played_between(self, start: int, end: int) -> str:
         """The words any of whose audio was played between samples ``start`` and ``end``, as text."""
-        out: list[str] = []
+        return join_words([text for text, begin, stop in self._spans() if stop > start and begin < end])
+
+    def _spans(self) -> Iterator[tuple[str, int, int]]:
+        """Each word of the reply, in order, with its first and last sample in the output stream
+        (a word begins where the one before it in its chunk ended)."""
         for chunk in self.chunks:
             begin = chunk.offset
             for word in chunk.words:
                 stop = chunk.offset + word.end
-                if stop > start and begin < end:
-                    out.append(word.text)
+                yield word.text, begin, stop
                 begin = stop
-        return join_words(out)
 
     def spoken_text(self) -> str:
         """Everything synthesized for this reply, chunk texts joined."""

@@ -96,9 +96,9 @@ class NearSpeech:
         self.window_db = level
         if room is not None:
             room.voiced(level)
-        if room is not None and room.under(level):
-            self.far_frames += 1
-            return 0.0
+            if room.under(level):
+                self.far_frames += 1
+                return 0.0
         if below is None:
             return prob
         person = self.person.db

@@ -39,9 +39,8 @@ class OverReply:
         self.policy = policy
         self.heard_replies = heard_replies
         self.person = person  # the person's loudness in the turns answered so far
-        self.cut_by: dict[int, str] = {}  # utterance -> the words with which it cut the reply
-        # utterance -> the reply's words played as it began, once its words cut the reply (Hold.echo_lead)
-        self.echo_leads: dict[int, str] = {}
+        # utterance -> the words with which it cut the reply, and the reply's words played as it began (Hold.echo_lead)
+        self.cut_by: dict[int, tuple[str, str]] = {}
         # Whether the reply may end now (it was resumed): the reply's course decides, set by the conversation.
         self.finish: Callable[[Reply, float], list[Command]] = lambda r, t: []
 
@@ -66,10 +65,9 @@ class OverReply:
         """The words of ``utterance``'s final pass that are the person's (asked once): those with
         which it cut the reply, should the pass find none; without the reply's own words that lead
         them, where it began over the reply (the canceller's residual of what was playing)."""
-        text = text.strip() or self.cut_by.pop(utterance, "")
-        self.cut_by.pop(utterance, None)
+        cut_with, lead = self.cut_by.pop(utterance, ("", ""))
+        text = text.strip() or cut_with
         hold = self.floor.hold
-        lead = self.echo_leads.pop(utterance, "")
         lead = hold.echo_lead if hold is not None and hold.utterance == utterance else lead
         return without_echo_lead(text, lead, self.floor.language.current, self.policy.min_echo_similarity)
 
@@ -133,8 +131,7 @@ class OverReply:
         out: list[Command] = [Emit(check)]
         language = self.floor.language.current
         if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.person.db, background_db, language):
-            self.cut_by[utterance] = text
-            self.echo_leads[utterance] = hold.echo_lead
+            self.cut_by[utterance] = (text, hold.echo_lead)
             out += self.barge_in(t, reason="words")
         return out
 
