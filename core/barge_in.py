@@ -152,12 +152,12 @@ def echo_similarity(heard: list[str], reply: list[str]) -> float:
 
 
 def without_echo_lead(text: str, recent: str, language: Language = ENGLISH, min_similarity: float = 0.75) -> str:
-    """``text`` without a leading run of two words or more that repeats a stretch of ``recent``
-    (the reply's words played just before and at the speech's onset; two words at least, or four
-    characters of an unspaced script): at a loud echo, Whisper
-    hears the canceller's residual of them before the person's own ("I'm sorry. God bless
-    them..."). The run kept out is the one that matches best (the longer of equals); at least one
-    word is left, as speech that is all echo is the policy's to judge (:meth:`BargeInPolicy.interrupts`)."""
+    """``text`` without a leading run that repeats a stretch of ``recent`` (the reply's words
+    played just before and at the speech's onset; two words at least, or four characters of an
+    unspaced script): at a loud echo, Whisper hears the canceller's residual of them before the
+    person's own ("I'm sorry. God bless them..."). The run kept out is the one that matches best
+    (the longer of equals); at least one word is left, as speech that is all echo is the
+    policy's to judge (:meth:`BargeInPolicy.interrupts`)."""
     said = tokens(recent, language)
     if len(said) < 2:
         return text
