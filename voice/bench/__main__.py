@@ -49,6 +49,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "real noise and a TV in the room at 20 to 0 dB, with and without RNNoise: WER, endpoints, barge-ins (virtual)",
     ),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
+    "answers": (
+        "voice.bench.answers",
+        "what it says: facts by rubric, tool decisions, sense by a judge, form for the ear, per model (virtual)",
+    ),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),
     "server": ("voice.bench.server", "the WebSocket server measured from its clients, real time"),

@@ -1,0 +1,284 @@
+"""What the assistant says, scored without a person: ``python -m voice.bench answers``.
+
+    python -m voice.bench answers [--configs smollm2,qwen,qwen+tools] [--categories C,...] [--per-category N]
+                                  [--judge-url URL] [--out DIR]
+
+Each request of :mod:`voice.bench.answer_requests` (66: everyday facts, arithmetic and units, the time,
+a shop's MCP tools, requests that need no tool, follow-ups, corrections, other languages, real
+people's recordings) is one conversation on virtual time, on the real engines, said by a voice that
+is not the assistant's (or played from the recording). Per configuration (model, prompt, tools), in
+the same run:
+
+- **facts**: the reply holds one of the accepted forms of the answer (the rubric), and none of the wrong ones;
+- **tool decisions**: the right tool with arguments that mean the right thing, or no call where none is needed
+  (only where the configuration offers tools);
+- **sense**: the judge (Qwen2.5-Coder-0.5B, the largest bundled model, or ``--judge-url``) asked whether the
+  reply is a sensible answer on topic; its agreement with the rubric where there is one;
+- **form for the ear**: markdown, lists, URLs, emoji or code in what was said, and replies over
+  :data:`LONG_WORDS` words;
+- **voice-to-voice**: from the end of the person's speech to the reply's first sample (virtual time: the
+  engines' work is counted, the machine's load is not).
+
+Prints a table and writes DIR/answers.json with every reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.events import PlaybackStart, ToolCallEnd, ToolCallStart
+from voice.app.latency import percentile
+from voice.bench.answer_requests import CATEGORIES, REQUESTS, Request, score_facts, score_tool
+from voice.bench.common import ROOT, parser
+from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
+from voice.scenario.spec import Expectation, Person, Scenario, Turn
+
+SHOP_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "shop_server.py"
+LONG_WORDS = 60  # a spoken reply longer than this was not asked for by any request here
+JUDGE_MODEL = "qwen2.5-coder-0.5b"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way of answering: voice.run's options by name (as a scenario's ``agent``)."""
+
+    name: str
+    agent: dict[str, Any]
+    tools: bool = False  # offers the built-in tools and the shop's MCP server
+
+    def agent_for(self, request: Request) -> dict[str, Any]:
+        agent = dict(self.agent)
+        if request.language != "en":
+            agent["language"] = request.language
+        if self.tools:
+            agent["tools"] = ["builtin"]
+            agent["mcp"] = f"{sys.executable} {SHOP_SERVER}"
+        return agent
+
+
+CONFIGS = {
+    c.name: c
+    for c in (
+        Config("smollm2", {"llm_model": "smollm2-135m"}),  # the default until issue 45
+        Config("qwen", {"llm_model": "qwen2.5-coder-0.5b"}),
+        Config("qwen+tools", {"llm_model": "qwen2.5-coder-0.5b"}, tools=True),
+    )
+}
+
+
+def scenario_of(request: Request, config: Config) -> Scenario:
+    """The request as a conversation: each turn said (or played) after the reply to the one before."""
+    turns = tuple(
+        Turn(
+            text=None if t.recording else t.say,
+            audio=(ROOT / t.recording).resolve() if t.recording else None,
+            expect=Expectation(judge=f'Is the reply a sensible answer to "{t.say}"?'),
+        )
+        for t in request.turns
+    )
+    return Scenario(
+        name=request.id,
+        path=ROOT / "voice" / "bench" / f"{request.id}.answers",
+        agent=config.agent_for(request),
+        call=False,
+        person=Person(language=request.language),
+        turns=turns,
+    )
+
+
+# -- form for the ear ----------------------------------------------------------
+
+FORM_FAULTS = {
+    "markdown": re.compile(r"\*\*|__|`|^\s*#{1,6}\s|\[[^\]]+\]\([^)]+\)", re.MULTILINE),
+    "list": re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.MULTILINE),
+    "url": re.compile(r"https?://|www\.|\b[\w-]+\.(?:com|org|net|io)\b", re.IGNORECASE),
+    "emoji": re.compile("[\U0001f300-\U0001faff\u2600-\u27bf]"),
+    "code": re.compile(r"```|\bdef |\bprint\(|\breturn\b.*;|[{};]\s*$", re.MULTILINE),
+}
+
+
+def form_faults(said: str) -> list[str]:
+    """What in ``said`` (a reply as spoken and stored) is not for the ear."""
+    out = [name for name, pattern in FORM_FAULTS.items() if pattern.search(said)]
+    if len(said.split()) > LONG_WORDS:
+        out.append("long")
+    return out
+
+
+# -- one request ---------------------------------------------------------------
+
+
+def turn_figures(request: Request, result: ScenarioResult) -> list[dict[str, Any]]:
+    """What each turn heard, said and called, and how it scores."""
+    obs = result.observed
+    rows: list[dict[str, Any]] = []
+    for i, turn in enumerate(request.turns):
+        placed = next((p for p in obs.placed if p.index == i), None)
+        utterances = obs.utterances(placed) if placed is not None else set()
+        replies = obs.replies(utterances)
+        calls = [e for e in obs.of(ToolCallStart) if e.response in replies]
+        results = [e.result for e in obs.of(ToolCallEnd) if e.response in replies and e.status == "ok"]
+        starts = [e.t for e in obs.of(PlaybackStart) if e.response in replies]
+        judged = obs.judged.get((i, f'Is the reply a sensible answer to "{turn.say}"?'))
+        rows.append(
+            {
+                "say": turn.say,
+                "heard": obs.heard_text(utterances),
+                "reply": obs.reply_text(replies),
+                "calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
+                "tool_results": results,
+                "sense": None if judged is None else judged.yes,
+                "v2v_ms": None if not starts or placed is None else round((starts[0] - placed.speech_end) * 1000),
+            }
+        )
+    facts = score_facts(request, [r["reply"] for r in rows], [" ".join(r["tool_results"]) or None for r in rows])
+    for row, turn, fact in zip(rows, request.turns, facts, strict=True):
+        row["fact"] = fact
+        row["tool"] = score_tool(turn, [(c["name"], _arguments(c["arguments"])) for c in row["calls"]])
+        row["form"] = form_faults(row["reply"])
+    return rows
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# -- the run -------------------------------------------------------------------
+
+
+async def measure(configs: list[Config], requests: list[Request], judge_url: str | None) -> dict[str, Any]:
+    engines = LoadedEngines()
+    judge = None
+    if judge_url:
+        from llm.openai_http import OpenAIChatClient
+
+        judge = OpenAIChatClient(judge_url)
+    out: dict[str, Any] = {"configs": {}, "requests": {}}
+    try:
+        if judge is None:  # the largest bundled model judges every configuration's replies
+            probe = Scenario("judge", ROOT, {"llm_model": JUDGE_MODEL}, False, Person(), (Turn(text="-"),))
+            judge = (await engines.get(agent_setup(probe)[1].engine)).llm
+        for config in configs:
+            t0 = time.monotonic()
+            load_before = engines.load_s
+            for request in requests:
+                result = await run_scenario(scenario_of(request, config), engines, judge=judge)
+                rows = turn_figures(request, result)
+                out["requests"].setdefault(request.id, {"category": request.category})[config.name] = rows
+                _print_row(config, request, rows)
+            out["configs"][config.name] = {
+                "agent": config.agent,
+                "tools": config.tools,
+                "wall_s": round(time.monotonic() - t0 - (engines.load_s - load_before), 1),
+            }
+        out["cold_start_s"] = round(engines.load_s, 1)
+    finally:
+        await engines.aclose()
+        if judge_url and judge is not None:
+            await judge.close()
+    out["summary"] = {c.name: summary(c, requests, out["requests"]) for c in configs}
+    return out
+
+
+def _print_row(config: Config, request: Request, rows: list[dict[str, Any]]) -> None:
+    last = rows[-1]
+    marks = f"fact={last['fact']} tool={last['tool']} sense={last['sense']} form={','.join(last['form']) or '-'}"
+    print(f"{config.name:<11} {request.id:<26} {marks}  {last['reply'][:90]!r}", file=sys.stderr, flush=True)
+
+
+def summary(config: Config, requests: list[Request], scored: dict[str, Any]) -> dict[str, Any]:
+    """One configuration's figures over every turn scored."""
+    rows = [row for r in requests for row in scored[r.id][config.name]]
+
+    def share(values: list[bool | None]) -> dict[str, Any]:
+        kept = [v for v in values if v is not None]
+        return {"right": sum(kept), "of": len(kept), "share": round(sum(kept) / len(kept), 3) if kept else None}
+
+    per_category = {
+        c: share([row["fact"] for r in requests if r.category == c for row in scored[r.id][config.name]])
+        for c in CATEGORIES
+    }
+    both = [(row["sense"], row["fact"]) for row in rows if row["sense"] is not None and row["fact"] is not None]
+    v2v = [row["v2v_ms"] for row in rows if row["v2v_ms"] is not None]
+    return {
+        "facts": share([row["fact"] for row in rows]),
+        "facts_by_category": per_category,
+        "tool_decisions": share([row["tool"] for row in rows]) if config.tools else None,
+        "sensible": share([row["sense"] for row in rows]),
+        "judge_agrees_with_rubric": share([s == f for s, f in both]),
+        "form_faults": {k: sum(k in row["form"] for row in rows) for k in [*FORM_FAULTS, "long"]},
+        "unanswered": sum(not row["reply"] for row in rows),
+        "v2v_ms_p50": percentile(v2v, 0.5) if v2v else None,
+        "v2v_ms_p95": percentile(v2v, 0.95) if v2v else None,
+        "turns": len(rows),
+    }
+
+
+def table(summaries: dict[str, dict[str, Any]]) -> str:
+    def pct(s: dict[str, Any] | None) -> str:
+        return "-" if not s or s["share"] is None else f"{100 * s['share']:.0f}% ({s['right']}/{s['of']})"
+
+    out = [
+        "| configuration | facts | tool decisions | sensible (judge) | judge = rubric | form faults | no reply"
+        " | v2v p50 (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in summaries.items():
+        faults = sum(s["form_faults"].values())
+        out.append(
+            f"| {name} | {pct(s['facts'])} | {pct(s['tool_decisions'])} | {pct(s['sensible'])}"
+            f" | {pct(s['judge_agrees_with_rubric'])} | {faults} | {s['unanswered']} | {s['v2v_ms_p50'] or '-'} |"
+        )
+    out += ["", "| configuration | " + " | ".join(CATEGORIES) + " |", "|---|" + "---:|" * len(CATEGORIES)]
+    for name, s in summaries.items():
+        out.append(f"| {name} | " + " | ".join(pct(s["facts_by_category"][c]) for c in CATEGORIES) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__name__, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"which of: {', '.join(CONFIGS)}")
+    ap.add_argument("--categories", default=",".join(CATEGORIES), help="only these categories")
+    ap.add_argument("--ids", default="", help="only these requests, by id")
+    ap.add_argument("--per-category", type=int, default=0, help="at most N requests of each category (0: all)")
+    ap.add_argument("--judge-url", default=None, help="an OpenAI-compatible server that judges (default: Qwen here)")
+    ap.add_argument("--out", default="docs/bench")
+    ap.add_argument("--json-name", default="answers.json")
+    args = ap.parse_args(argv)
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configuration {unknown[0]!r} (one of {', '.join(CONFIGS)})")
+    configs = [CONFIGS[c] for c in args.configs.split(",")]
+    wanted = set(args.categories.split(","))
+    ids = set(filter(None, args.ids.split(",")))
+    requests: list[Request] = []
+    for c in CATEGORIES:
+        if c in wanted:
+            of = [r for r in REQUESTS if r.category == c and (not ids or r.id in ids)]
+            requests += of[: args.per_category or None]
+    if not requests:
+        ap.error("no request chosen")
+    print(f"{len(requests)} requests x {len(configs)} configurations", file=sys.stderr)
+    out = asyncio.run(measure(configs, requests, args.judge_url))
+    print(table(out["summary"]))
+    print(f"\nengines loaded in {out['cold_start_s']} s (cold start, not counted)")
+    path = Path(args.out) / args.json_name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
