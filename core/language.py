@@ -109,6 +109,9 @@ class Language:
     # ("thank you", "OK"), which a goodbye often follows after a breath (core/goodbye.py).
     goodbyes: frozenset[str] = frozenset()
     closings: frozenset[str] = frozenset()
+    # Words that ask for more than a short answer ("explain", "tell me more"): the reply is not held
+    # to a few sentences (core/reply_length.py).
+    detail_words: frozenset[str] = frozenset()
     # The final pass's beam (1: greedy). Japanese: 5 took Whisper base's CER on the fixtures from
     # 0.201 to 0.142, for +21% of a pass's time; it made Spanish worse (0.091 to 0.163), so it is
     # not everyone's (2-3 recordings a language: python -m voice.bench languages).
@@ -137,8 +140,22 @@ CLOSINGS = _phrases(
     " for now, then, well, oh"
 )
 
+DETAIL_WORDS = _phrases(
+    "explain, describe, in detail, detailed, details, tell me more, tell me about, tell me everything, more about,"
+    " step by step, steps, all the, list, story, recipe, instructions, walk me through, elaborate, summarize,"
+    " summarise, long version"
+)
+
 ENGLISH = Language(
-    "en", "English", True, CONTINUATION_WORDS, BACKCHANNELS, STOP_WORDS, goodbyes=GOODBYES, closings=CLOSINGS
+    "en",
+    "English",
+    True,
+    CONTINUATION_WORDS,
+    BACKCHANNELS,
+    STOP_WORDS,
+    goodbyes=GOODBYES,
+    closings=CLOSINGS,
+    detail_words=DETAIL_WORDS,
 )
 
 LANGUAGES: dict[str, Language] = {
@@ -157,6 +174,9 @@ LANGUAGES: dict[str, Language] = {
             closings=_phrases(
                 "gracias, muchas gracias, vale, ok, okay, bueno, perfecto, muy bien, eso es todo, entonces, pues"
             ),
+            detail_words=_phrases(
+                "explica, explícame, describe, detalle, detalles, cuéntame, paso a paso, lista, historia, receta"
+            ),
         ),
         Language(
             "fr",
@@ -168,6 +188,10 @@ LANGUAGES: dict[str, Language] = {
                 "au revoir, salut, bonne journée, bonne soirée, à bientôt, a bientôt, à plus, bonne nuit, ciao"
             ),
             closings=_phrases("merci, merci beaucoup, d'accord, ok, okay, bon, parfait, très bien, c'est tout, alors"),
+            detail_words=_phrases(
+                "explique, expliquez, décris, décrivez, détail, détails,"
+                " raconte, racontez, étape par étape, liste, histoire, recette"
+            ),
         ),
         Language(
             "de",
@@ -179,6 +203,10 @@ LANGUAGES: dict[str, Language] = {
                 "tschüss, tschüs, auf wiedersehen, auf wiederhören, bis bald, bis dann, ciao, gute nacht, schönen tag"
             ),
             closings=_phrases("danke, danke schön, vielen dank, okay, ok, gut, alles klar, perfekt, das war's, also"),
+            detail_words=_phrases(
+                "erkläre, erklär, erklären, beschreibe, beschreib, details,"
+                " ausführlich, erzähl, erzähle, schritt für schritt, liste, geschichte, rezept"
+            ),
         ),
         Language(
             "pt",
@@ -190,6 +218,10 @@ LANGUAGES: dict[str, Language] = {
             closings=_phrases(
                 "obrigado, obrigada, muito obrigado, muito obrigada, ok, okay, tá, certo, perfeito, então, é isso"
             ),
+            detail_words=_phrases(
+                "explica, explique, descreva, descreve, detalhe, detalhes,"
+                " conta, conte, passo a passo, lista, história, receita"
+            ),
         ),
         Language(
             "it",
@@ -199,6 +231,10 @@ LANGUAGES: dict[str, Language] = {
             stop_words=_words("basta aspetta no ferma fermati scusa scusi ma senti"),
             goodbyes=_phrases("arrivederci, ciao, addio, a presto, buona giornata, buona notte, buonanotte"),
             closings=_phrases("grazie, grazie mille, ok, okay, va bene, perfetto, allora, è tutto"),
+            detail_words=_phrases(
+                "spiega, spiegami, descrivi, dettagli, dettaglio, racconta,"
+                " raccontami, passo passo, elenco, lista, storia, ricetta"
+            ),
         ),
         Language(
             "ja",
@@ -216,6 +252,7 @@ LANGUAGES: dict[str, Language] = {
                 "ありがとう, ありがとうございます, ありがとうございました, どうも, はい,"
                 " わかりました, 分かりました, じゃあ, では, それでは"
             ),
+            detail_words=_phrases("詳しく, 説明, 教えて, 手順, 一覧, 物語, レシピ"),
         ),
         Language(
             "zh",
@@ -226,6 +263,7 @@ LANGUAGES: dict[str, Language] = {
             stop_words=_words("等等 等一下 停 不是 别说了 打住"),
             goodbyes=_phrases("再见, 拜拜, 回头见, 明天见, 晚安"),
             closings=_phrases("谢谢, 谢谢你, 好的, 好, 行, 那就这样, 就这样"),
+            detail_words=_phrases("详细, 解释, 说明, 步骤, 列表, 故事, 食谱"),
         ),
     )
 }

@@ -16,6 +16,7 @@ from typing import Any
 from core.commands import Command, Synthesize
 from core.history import ToolStatus
 from core.ledger import PlaybackLedger
+from core.reply_length import ends_sentence
 from core.sentences import SentenceGrouper
 from core.tool_calls import ToolCall, ToolCallStream
 from core.voices import chunk_language
@@ -78,11 +79,19 @@ class Reply:
     last_played_at: float | None = None  # when the speaker last played some of it
     tool: ToolState = field(default_factory=ToolState)
     language: str = "en"  # the language it is said in (the conversation's when it started)
+    sentences_left: int | None = None  # it may say this many more (core/reply_length.py; None: all)
+    sentences_said: int = 0
 
     def synthesize(self, chunks: list[str]) -> list[Command]:
         """Ask the TTS for ``chunks``; a speculative reply holds back all but its first."""
         out: list[Command] = []
         for text in chunks:
+            if self.sentences_left == 0:
+                break  # said enough: the rest is neither synthesized, heard nor stored
+            if ends_sentence(text):
+                self.sentences_said += 1
+                if self.sentences_left is not None:
+                    self.sentences_left -= 1
             if self.speculative and self.chunks_requested:  # only the first chunk before the endpoint
                 self.held.append(text)
                 continue

@@ -20,6 +20,7 @@ from core.floor import Floor, State
 from core.history import ToolStatus, ToolUse, Turn
 from core.ledger import Word
 from core.reply import Reply
+from core.reply_length import ReplyLength, ends_sentence
 from core.sentences import SentenceGrouper
 from core.speculation import Speculation
 from core.tool_calls import ToolCall, ToolCallDelta
@@ -38,8 +39,11 @@ class ReplyFlow:
         heard_replies: HeardReplies,
         output_rate: int,
         first_phrase_min_words: int | None,
+        length: ReplyLength | None = None,
     ) -> None:
+        """``length``: how much of a reply is said (None: all of it)."""
         self.floor = floor
+        self.length = length or ReplyLength(max_sentences=None)
         self.spec = spec
         self.tool_rounds = tool_rounds
         self.heard_replies = heard_replies
@@ -63,7 +67,9 @@ class ReplyFlow:
         self._response_ids += 1
         phrase = self.first_phrase_min_words
         grouper = SentenceGrouper(first_phrase_min_words=phrase if phrase is not None else 1 << 30)
-        r = Reply(self._response_ids, text, t, grouper, language=self.floor.language.current.code)
+        language = self.floor.language.current
+        r = Reply(self._response_ids, text, t, grouper, language=language.code)
+        r.sentences_left = self.length.sentences_for(text, language)
         self.tool_rounds.start(r)
         return r
 
@@ -107,10 +113,19 @@ class ReplyFlow:
         if r.speculative:
             if r.error is not None:  # the endpoint asks again rather than answer with a broken reply
                 return self.spec.discard(t, "failed")
-            return r.synthesize(r.grouper.flush())  # llm_done at the commit
+            return r.synthesize(self._rest(r))  # llm_done at the commit
         out.append(Emit(LlmDone(t, response=response, tokens=r.tokens, error=r.error)))
-        out += r.synthesize(r.grouper.flush())
+        out += r.synthesize(self._rest(r))
         return out + self.maybe_finish(r, t)
+
+    def _rest(self, r: Reply) -> list[str]:
+        """The chunks left when the model is done; not the unfinished sentence the token cap cut off
+        ("and then the"), once a whole one was said."""
+        chunks = r.grouper.flush()
+        cap = self.length.token_cap
+        if chunks and cap is not None and r.tokens >= cap and r.sentences_said and not ends_sentence(chunks[-1]):
+            chunks.pop()
+        return chunks
 
     def tool_finished(
         self, response: int, call: ToolCall, status: ToolStatus, result: str, duration_s: float, t: float, ran: bool

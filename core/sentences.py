@@ -30,8 +30,11 @@ How a cut is chosen:
   never split.
 
 Raw chunks partition the streamed text exactly; each is then cleaned of what is
-not spoken (markdown markers, link targets, emoji) by :func:`speakable`, and
-whitespace is collapsed. Chunks that clean to nothing are dropped.
+not spoken (markdown markers, list numbers, link targets, web addresses, emoji) by
+:func:`speakable`, and whitespace is collapsed. Chunks that clean to nothing are
+dropped, and so is a fenced code block (its lines, from one ````` line to the
+next): code is for the eye. A line that ends without a full stop (a list item, a
+heading) is said as a sentence: a period is added, so the voice falls and pauses.
 """
 
 from __future__ import annotations
@@ -99,7 +102,10 @@ _PHRASE_STARTERS = frozenset(
 )
 
 _EMOJI = re.compile("[\U0001f000-\U0001faff\U0001f1e6-\U0001f1ff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d\u20e3]")
-_LINE_MARKUP = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+|>[ \t]*|[-*+][ \t]+)")
+_LINE_MARKUP = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+|>[ \t]*|[-*+•][ \t]+|\d{1,2}[.)][ \t]+(?=\D))")
+# A web address is read letter by letter or not at all: it is not said (the words around it are).
+_URL = re.compile(r"\(?(?:https?://|www\.)[^\s)]+\)?")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
 _LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 _WHITESPACE = re.compile(r"\s+")
@@ -121,6 +127,7 @@ def speakable(raw: str, at_line_start: bool = True) -> str:
     text = _CALL_TEXT.sub("", text)
     text = _LINE_MARKUP.sub("", text)
     text = _LINK.sub(r"\1", text)
+    text = _URL.sub("", text)
     text = text.replace("*", "").replace("`", "").replace("~~", "")
     text = _UNDERSCORE.sub("", text)
     text = _EMOJI.sub("", text)
@@ -138,6 +145,7 @@ class SentenceGrouper:
         self._buf = ""
         self._line_start = True  # whether _buf starts a line of the whole text
         self._emitted = 0
+        self._in_code = False  # inside a fenced code block: nothing is said until it closes
 
     def feed(self, delta: str) -> list[str]:
         """Add a delta; return the chunks it completed (maybe none)."""
@@ -161,13 +169,22 @@ class SentenceGrouper:
         self._buf = ""
         self._line_start = True
         self._emitted = 0
+        self._in_code = False
 
     # -- internals ---------------------------------------------------------
 
     def _emit(self, cut: int, out: list[str]) -> None:
         raw, self._buf = self._buf[:cut], self._buf[cut:]
-        text = speakable(raw, self._line_start)
-        self._line_start = raw.endswith("\n") or (self._line_start and not raw.strip(" \t"))
+        at_line_start = self._line_start
+        self._line_start = raw.endswith("\n") or (at_line_start and not raw.strip(" \t"))
+        if at_line_start and _FENCE.match(raw):
+            self._in_code = not self._in_code
+            return
+        if self._in_code:
+            return
+        text = speakable(raw, at_line_start)
+        if text and raw.rstrip(" \t").endswith("\n") and not text.endswith(tuple(_TERMINATORS + _CLOSERS + _CLAUSE)):
+            text += "."  # a list item or a heading, said as a sentence
         if text:
             out.append(text)
             self._emitted += 1

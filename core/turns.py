@@ -65,6 +65,7 @@ from core.near_speech import PersonLevel
 from core.over_reply import OverReply
 from core.reply import Reply
 from core.reply_flow import ReplyFlow
+from core.reply_length import ReplyLength
 from core.speculation import Speculation
 from core.tool_calls import ToolCall, ToolCallDelta
 from core.tool_rounds import ToolRounds
@@ -90,6 +91,7 @@ class Conversation:
         filler_delay_s: float = 1.0,
         language: LanguageConfig | None = None,
         person: PersonLevel | None = None,
+        reply_length: ReplyLength | None = None,
     ) -> None:
         """``early_final_s``: silence after which the final ASR pass starts,
         before the endpoint (None: only at the endpoint). If the person goes on
@@ -100,14 +102,15 @@ class Conversation:
         ``tools``: the specs of the tools offered to the model (None: none); a reply
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
         ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never).
-        ``language``: the language spoken (None: English); ``person``: their loudness, learnt here."""
+        ``language``: the language spoken (None: English); ``person``: their loudness, learnt here;
+        ``reply_length``: how much of a reply is said (None: all of it)."""
         self._floor = Floor(history if history is not None else History(), language=ConversationLanguage(language))
         self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
         self._spec = Speculation(speculation)
         heard_replies = HeardReplies(self._floor.history, output_rate)
         self._over = OverReply(self._floor, barge_in or BargeInPolicy(), heard_replies, person or PersonLevel())
         self._flow = ReplyFlow(
-            self._floor, self._spec, self._tool_rounds, heard_replies, output_rate, first_phrase_min_words
+            self._floor, self._spec, self._tool_rounds, heard_replies, output_rate, first_phrase_min_words, reply_length
         )
         self._turn = Answering(
             self._floor, self._spec, self._tool_rounds, self._over, self._flow, system_prompt, early_final_s

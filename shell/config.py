@@ -12,6 +12,7 @@ from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
 from core.partials import PartialConfig
+from core.reply_length import ReplyLength
 from core.room import RoomConfig
 from shell.denoising import Denoise
 
@@ -31,6 +32,8 @@ class SessionConfig:
     # --turn-detector silence). The engines must have the model loaded (EngineConfig.smart_turn).
     end_of_turn: EndOfTurnConfig | None = field(default_factory=EndOfTurnConfig)
     partials: PartialConfig = field(default_factory=PartialConfig)
+    # A reply said aloud stops after a few sentences unless the person asked for detail.
+    reply_length: ReplyLength = field(default_factory=ReplyLength)
     partials_enabled: bool = True
     barge_in: BargeInPolicy = field(default_factory=BargeInPolicy)
     # Speech far under the person's own level (a TV, someone across the room) is not a turn.

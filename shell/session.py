@@ -140,6 +140,8 @@ class Session:
             filler_delay_s=cfg.filler_delay_s,
             language=cfg.language,
             person=person,
+            # The engine's token cap: a reply that reaches it was cut mid-sentence.
+            reply_length=replace(cfg.reply_length, token_cap=_token_cap(engines.llm)),
         )
         if cfg.end_of_turn is not None and engines.smart_turn is None:
             raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")
@@ -371,3 +373,9 @@ class Session:
         self.errors.append(f"{where}: {message}")
         log.error("%s: %s", where, message)
         self._emit(Error(self.clock.now(), where=where, message=message))
+
+
+def _token_cap(llm: object) -> int | None:
+    """The LLM's cap on a reply's tokens (None: not known: a stand-in engine)."""
+    generation = getattr(llm, "generation", None)
+    return getattr(generation, "max_tokens", None)

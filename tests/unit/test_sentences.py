@@ -65,8 +65,9 @@ def test_quotes_stay_with_their_sentence():
 
 
 def test_numbered_list():
-    text = "Three steps:\n1. Open the box.\n2. Take it out.\n3. Enjoy"
-    assert group(text, [text]) == ["Three steps:", "1. Open the box.", "2. Take it out.", "3. Enjoy"]
+    text = "Three steps:\n1. Open the box.\n2. Take it out\n3. Enjoy"
+    # Said as sentences: the numbers are for the eye, and an item without a full stop gets one.
+    assert group(text, [text]) == ["Three steps:", "Open the box.", "Take it out.", "Enjoy"]
 
 
 def test_initials():
@@ -75,7 +76,7 @@ def test_initials():
 
 def test_markdown_and_emoji_are_not_spoken():
     text = "# Title\n**Bold** and _italic_ with `code` 😀. See [the docs](https://x.org/a).\n- item one"
-    assert group(text) == ["Title", "Bold and italic with code .", "See the docs.", "item one"]
+    assert group(text) == ["Title.", "Bold and italic with code .", "See the docs.", "item one"]
 
 
 def test_snake_case_survives():
@@ -157,7 +158,8 @@ def _norm(s: str) -> str:
 def test_any_split_gives_the_text_back(case):
     text, deltas = case
     chunks = group(text, deltas, clause_words=4, phrase_words=5)
-    assert _norm(" ".join(chunks)) == _norm(speakable(text))
+    # The same words; a line that ended without one gets a full stop (said as a sentence).
+    assert _norm(" ".join(chunks).replace(".", "")) == _norm(speakable(text).replace(".", ""))
     assert all(c == c.strip() and c for c in chunks)
 
 
@@ -251,3 +253,18 @@ def test_unspaced_text_comes_back_whole_whatever_the_split(case):
     assert "".join(chunks) == speakable(text)
     whole = SentenceGrouper(max_chars=30)
     assert chunks == whole.feed(text) + whole.flush()
+
+
+def test_code_blocks_and_web_addresses_are_not_spoken():
+    text = "Use this:\n```python\nprint('hi')\nx = 1\n```\nThen run it. Details at https://example.org/a?b=1 today.\n"
+    assert group(text, [text[i : i + 7] for i in range(0, len(text), 7)]) == [
+        "Use this:",
+        "Then run it.",
+        "Details at today.",
+    ]
+    assert speakable("See (www.example.com) for more.") == "See for more."
+
+
+def test_a_list_of_dashes_is_said_as_sentences():
+    text = "You can:\n- boil it\n- fry it\n- poach it"
+    assert group(text, [text]) == ["You can:", "boil it.", "fry it.", "poach it"]

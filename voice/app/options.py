@@ -24,6 +24,7 @@ from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
+from core.reply_length import ReplyLength
 from core.room import RoomConfig
 from core.voices import parse_voices
 from llm.base import GenerationConfig
@@ -280,6 +281,14 @@ OPTIONS: tuple[Option, ...] = (
         type=float,
         help="speech this far under the person's own level is the room's (a TV, someone across it): not a turn,"
         " not a barge-in (0: all speech counts)",
+    ),
+    value(
+        "--max-sentences",
+        ReplyLength,
+        "max_sentences",
+        convert=_or_none,
+        type=int,
+        help="a reply says at most this many sentences unless the person asks for detail (0: all of it)",
     ),
     value(
         "--room-db",

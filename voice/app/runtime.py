@@ -20,6 +20,7 @@ from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
+from core.reply_length import ReplyLength
 from core.room import RoomConfig
 from core.voices import VoiceSpecError, parse_voices
 from llm.base import GenerationConfig
@@ -105,6 +106,7 @@ def session_config(args: argparse.Namespace, end_of_turn: EndOfTurnConfig | None
         barge_in=configure(args, BargeInPolicy),
         near_speech=configure(args, NearSpeechConfig),
         room=configure(args, RoomConfig),
+        reply_length=configure(args, ReplyLength),
         **given,
     )
     if args.system_prompt is not None:
