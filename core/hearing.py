@@ -154,9 +154,13 @@ class Hearing:
         end_of_turn: EndOfTurnConfig | None = None,
         transcripts: bool = False,
         near: NearSpeech | None = None,
+        vad_unsuppressed: SpeechProbability | None = None,
     ) -> None:
         """``transcripts``: the caller gives :meth:`transcript` a transcript of each pause;
-        ``near``: speech far under the person's own level does not count (None: all counts)."""
+        ``near``: speech far under the person's own level does not count (None: all counts);
+        ``vad_unsuppressed``: the VAD of the sound before the noise suppressor, where a talking room
+        is looked for when one is on (RNNoise turns babble into bursts over a silence it made,
+        and the room's floor is lost; None: the room is looked for in what the VAD hears)."""
         if (gate is None) != (vad_raw is None):
             raise ValueError("the echo gate needs the raw microphone's VAD, and only it does")
         self.end_of_turn = EndOfTurn(end_of_turn, transcripts) if end_of_turn is not None else None
@@ -166,6 +170,7 @@ class Hearing:
         self.endpointer = Endpointer(endpoint, FRAME_S)
         self._vad = vad
         self._vad_raw = vad_raw
+        self._vad_unsuppressed = vad_unsuppressed
         self.gate = gate
         self.near = near
         room = near.room if near is not None else None
@@ -184,27 +189,47 @@ class Hearing:
         self._cleaned = np.zeros(0, dtype=np.float32)
         self._raw = np.zeros(0, dtype=np.float32)
         self._far = np.zeros(0, dtype=np.float32)
+        self._unsuppressed = np.zeros(0, dtype=np.float32)
 
     @property
     def heard_s(self) -> float:
         """Audio scored so far, in seconds: the end of the last frame on the session's timeline."""
         return self.frames * FRAME_S
 
-    def push(self, cleaned: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool) -> list[Heard]:
+    def push(
+        self,
+        cleaned: np.ndarray,
+        raw: np.ndarray,
+        far: np.ndarray,
+        playing: bool,
+        unsuppressed: np.ndarray | None = None,
+    ) -> list[Heard]:
         """The next microphone samples: echo-cancelled, raw (the same span), and what the speaker
         played over it (a continuous stream; it may run behind). ``playing``: reply audio is
-        queued, so frames without speech measure the background the assistant talks over."""
+        queued, so frames without speech measure the background the assistant talks over;
+        ``unsuppressed``: ``cleaned`` before the noise suppressor (None: none is on)."""
         self._cleaned = np.concatenate([self._cleaned, cleaned])
         self._raw = np.concatenate([self._raw, raw])
         if self.gate is not None:
             self._far = np.concatenate([self._far, far])
+        if unsuppressed is not None and self._vad_unsuppressed is not None:
+            self._unsuppressed = np.concatenate([self._unsuppressed, unsuppressed])
         out: list[Heard] = []
         while len(self._cleaned) >= VAD_FRAME:
             frame, self._cleaned = self._cleaned[:VAD_FRAME], self._cleaned[VAD_FRAME:]
             raw_frame, self._raw = self._raw[:VAD_FRAME], self._raw[VAD_FRAME:]
             far_frame, self._far = self._far[:VAD_FRAME], self._far[VAD_FRAME:]
-            out += self._frame(frame, raw_frame, far_frame, playing)
+            out += self._frame(frame, raw_frame, far_frame, playing, self._room_view())
         return out
+
+    def _room_view(self) -> tuple[float, float] | None:
+        """The next frame of the sound before the suppressor, as the room hears it: its VAD
+        probability and mean square (None: no suppressor on, the room hears what the VAD does)."""
+        vad = self._vad_unsuppressed
+        if vad is None or len(self._unsuppressed) < VAD_FRAME:
+            return None
+        frame, self._unsuppressed = self._unsuppressed[:VAD_FRAME], self._unsuppressed[VAD_FRAME:]
+        return vad(frame), float(np.mean(frame.astype(np.float64) ** 2))
 
     def partial_finished(self, policy: PartialPolicy, text: str | None) -> tuple[str, str] | None:
         """A partial pass came back (``text`` None: it failed). Returns (stable, unstable) when the
@@ -272,7 +297,9 @@ class Hearing:
         self.partial = None
         return Ended(edge.end, edge.t, self.level.db, self.background.db)
 
-    def _frame(self, frame: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool) -> list[Heard]:
+    def _frame(
+        self, frame: np.ndarray, raw: np.ndarray, far: np.ndarray, playing: bool, room_view: tuple[float, float] | None
+    ) -> list[Heard]:
         t = self.frames * FRAME_S
         self.frames += 1
         prob = self._vad(frame)
@@ -282,8 +309,8 @@ class Hearing:
         near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
         if self.near is not None:
             if self.near.room is not None:
-                self.near.room.speech_db = self.level.db if self.endpointer.in_speech else None
-            prob = self.near(prob, near)
+                self.near.room.hears(self.level.db if self.endpointer.in_speech else None)
+            prob = self.near(prob, near, room_view)
             if (dropped := self._rooms(prob, t)) is not None:
                 return [dropped]
         ep = self.endpointer

@@ -67,7 +67,8 @@ class NearSpeech:
         self.config = config
         self._threshold = threshold
         self._window = max(1, round(config.window_s / frame_s))  # frames
-        self._voiced: deque[tuple[int, float]] = deque()  # (frame, energy) of the window's voiced frames
+        # (frame, energy, the energy the room hears) of the window's voiced frames
+        self._voiced: deque[tuple[int, float, float]] = deque()
         self._frame = 0
         self._forget_db = config.forget_db_per_s * frame_s  # per frame
         self._alpha = min(1.0, frame_s / config.bootstrap_s)
@@ -75,13 +76,15 @@ class NearSpeech:
         self.far_frames = 0  # voiced frames discounted so far
         self.window_db: float | None = None  # the voiced sound of the last window_s, as of the last voiced frame
 
-    def __call__(self, prob: float, energy: float) -> float:
-        """``energy``: the frame's mean square, with the assistant's echo taken out."""
+    def __call__(self, prob: float, energy: float, room_view: tuple[float, float] | None = None) -> float:
+        """``energy``: the frame's mean square, with the assistant's echo taken out; ``room_view``:
+        the same frame's (probability, mean square) before a noise suppressor, where the room is
+        looked for (None: in this one)."""
         below = self.config.below_person_db
         self._frame += 1
         room = self.room
         if room is not None:
-            room(prob, energy)
+            room(*(room_view or (prob, energy)))
             if room.found:  # what was heard before the room was known was the room
                 self.heard_db = None
         if self.heard_db is not None:
@@ -89,14 +92,17 @@ class NearSpeech:
         if prob < self._threshold:
             return prob
         voiced = self._voiced
-        voiced.append((self._frame, energy))
+        voiced.append((self._frame, energy, energy if room_view is None else room_view[1]))
         while voiced[0][0] <= self._frame - self._window:
             voiced.popleft()
-        level = 10 * math.log10(sum(e for _, e in voiced) / len(voiced) + 1e-12)
+        level = 10 * math.log10(sum(e for _, e, _ in voiced) / len(voiced) + 1e-12)
         self.window_db = level
         if room is not None:
+            # Against the room's floor in the sound it was found in: RNNoise keeps a song's loud
+            # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
+            heard = None if room_view is None else 10 * math.log10(sum(r for *_, r in voiced) / len(voiced) + 1e-12)
             room.voiced(level)
-            if room.under(level):
+            if room.under(level, heard):
                 self.far_frames += 1
                 return 0.0
         if below is None:

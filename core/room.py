@@ -20,6 +20,17 @@ person's own speech, filling the window, must not become the floor. An utterance
 room when the room is found was never the person's: the hearing ends it as the room's (no
 transcript, no reply). The room is forgotten once the floor has been unvoiced for ``learn_s``:
 the café went quiet.
+
+A person reading on without pauses fills the window with their own voice, and its quietest
+tenth is then voiced too, 6.4 dB under their level (es_fleurs_test_es004, 8 s), where a babble's
+own utterance is 5.1 dB over its floor: levels cannot tell them apart. What does is what came
+before: an utterance that opened after the floor had been unvoiced for ``learn_s`` (a quiet room:
+the same evidence that finds a talking room, heard from the session's first 0.5 s on) is the
+person's, and the room is not found while it is open; its voiced floor was theirs and is
+forgotten when it ends. A song's quiet instrumental start is not long enough (1.4 s before its
+singer came in: answered, when any unvoiced floor would do). The cost: babble that starts in a
+room that was quiet for 2 s holds the utterance it opens until it pauses or the person's louder
+voice takes it over (:class:`Overtaking`), as before this rule.
 """
 
 from __future__ import annotations
@@ -70,13 +81,16 @@ class Room:
         self._frames: deque[tuple[float, bool]] = deque(maxlen=max(1, round(config.window_s / frame_s)))
         self._energies: deque[float] = deque(maxlen=config.smooth_frames)
         self._learn = max(1, round(config.learn_s / frame_s))
+        self._first = max(1, round(0.5 / frame_s))  # frames heard before the floor says anything
         self._rise_db = config.rise_db_per_s * frame_s  # per frame
         self._run = 0  # frames on end with the floor voiced (> 0) or unvoiced (< 0)
         self.db: float | None = None
         self.found = False  # the last frame made the room known
-        # The level of the utterance open now (None: none), set by the hearing: one that stands out of
-        # the floor is a person talking without pauses (a read sentence, 10 s), not a room to find.
-        self.speech_db: float | None = None
+        self.quiet = False  # the floor has been unvoiced for learn_s (from the session's first 0.5 s on)
+        self._quiet_frames = 0
+        # The utterance open now (see hears()): its level, and whether it opened on a quiet floor.
+        self._speech_db: float | None = None
+        self._opened_quiet = False
         self.far_db: float | None = None  # a talker the person's voice came in over (Overtaking)
         self._far_cap = 0.0  # the most far_db may rise to
         self._far_margin = config.far_margin_db
@@ -93,28 +107,48 @@ class Room:
         self._energies.append(energy)
         level = 10 * math.log10(sum(self._energies) / len(self._energies) + 1e-12)
         self._frames.append((level, prob >= self._threshold))
-        if len(self._frames) < self._frames.maxlen:  # type: ignore[operator]
+        if len(self._frames) < self._first:
             return
         levels = sorted(lv for lv, _ in self._frames)
         floor = levels[int(len(levels) * self.config.floor_percentile / 100)]
         at_floor = [voiced for lv, voiced in self._frames if lv <= floor + self.config.floor_margin_db]
         talks = sum(at_floor) >= self.config.voiced_share * len(at_floor)
+        self._quiet_frames = 0 if talks else self._quiet_frames + 1
+        self.quiet = self._quiet_frames >= self._learn
+        if len(self._frames) < self._frames.maxlen:  # type: ignore[operator]
+            return
         self._run = max(1, self._run + 1) if talks else min(-1, self._run - 1)
         if self._run >= self._learn:
-            if self.db is None and self.speech_db is not None and self.speech_db >= floor + self.config.above_room_db:
-                return  # someone stands out of it now: not found while they speak
+            if self.db is None and self._speech_db is not None and self._theirs(floor):
+                return  # the person speaks now: not found while they do
             self.found = self.db is None
             self.db = floor if self.db is None else min(floor, self.db + self._rise_db)
         elif self._run <= -self._learn:
             self.db = None
 
-    def under(self, level_db: float) -> bool:
+    def hears(self, utterance_db: float | None) -> None:
+        """Before each frame, from the hearing: the level of the utterance open now (None: none)."""
+        if utterance_db is not None and self._speech_db is None:
+            self._opened_quiet = self.quiet
+        elif utterance_db is None and self._speech_db is not None and self._opened_quiet:
+            self._run = min(self._run, 0)  # the voiced floor was the person's own voice
+        self._speech_db = utterance_db
+
+    def _theirs(self, floor: float) -> bool:
+        """Whether the utterance open now is the person's: it opened on a quiet floor, or stands out
+        of this one (a person talking over a room not yet found)."""
+        assert self._speech_db is not None and self.config.above_room_db is not None
+        return self._opened_quiet or self._speech_db >= floor + self.config.above_room_db
+
+    def under(self, level_db: float, unsuppressed_db: float | None = None) -> bool:
         """Whether voiced sound at ``level_db`` is the room's (its talking floor's, or the talker's
-        the person came in over), not the person's over it."""
+        the person came in over), not the person's over it. ``unsuppressed_db``: its level before
+        a noise suppressor, where the floor was found (None: the same)."""
         above = self.config.above_room_db
         if self.far_db is not None and level_db < self.far_db + self._far_margin:
             return True
-        return self.db is not None and above is not None and level_db < self.db + above
+        floor_view = level_db if unsuppressed_db is None else unsuppressed_db
+        return self.db is not None and above is not None and floor_view < self.db + above
 
     def overtaken(self, level_db: float, person_db: float) -> None:
         """The person's voice, at ``person_db``, came in over a talker at ``level_db`` (:class:`Overtaking`).

@@ -95,10 +95,12 @@ class Listening:
             linear = self.asr_aec
             asr = self._work.call(Serves.HEARING, linear.process, raw, far) if linear is not None else block
             raw = raw[: len(block)]
+        unsuppressed = None
         if self.denoising.on or self._tails:
+            unsuppressed = block
             raw, block, asr = self._work.call(Serves.HEARING, self._clean, raw, block, asr)
         self.audio.append(asr)
-        return self.hearing.push(block, raw, far, playing=playing)
+        return self.hearing.push(block, raw, far, playing=playing, unsuppressed=unsuppressed)
 
     def _clean(self, raw: np.ndarray, block: np.ndarray, asr: np.ndarray) -> tuple[np.ndarray, ...]:
         """The views cleaned (on the event loop's thread, as the cancellers run: ~0.8 ms of a core

@@ -160,6 +160,8 @@ class Session:
             end_of_turn=cfg.end_of_turn,
             transcripts=cfg.early_final_s is not None,  # the early final of each pause
             near=NearSpeech(person, cfg.near_speech, FRAME_S, threshold, Room(cfg.room, FRAME_S, threshold)),
+            # The room is looked for before a noise suppressor (denoise may be turned on mid-session).
+            vad_unsuppressed=engines.new_vad() if cfg.room.above_room_db is not None else None,
         )
         linear = echo_cancel and cfg.asr_audio == "linear"
         self._playout = Playout(self.output_rate)

@@ -134,6 +134,24 @@ def test_the_utterance_babble_opened_ends_as_the_rooms_and_the_person_over_it_is
     assert after and not after[0].room and after[0].end < 10.5
 
 
+def test_a_person_reading_on_without_pauses_after_a_quiet_start_is_never_the_room():
+    # es_fleurs_test_es004: 8 s read without a pause fills the window with the reader's own voice,
+    # its quietest tenth voiced and 6.4 dB under their level. The same steady sound that is a room
+    # when it was there from the start is the person when the floor was quiet for 2 s before it.
+    reader = steady(9.0, -25.0, seed=5)
+    audio = np.concatenate([silence(3.0), reader, silence(2.0)])
+    voiced = [p > 0.5 for p, _ in frames_of(audio, voiced=True)]
+    heard = hear(audio, voiced)
+    ends = [h for h in heard if isinstance(h, Ended)]
+    assert ends and not any(e.room for e in ends)
+    from_the_start = hear(reader, voiced[round(3.0 / FRAME_S) :])
+    assert any(h.room for h in from_the_start if isinstance(h, Ended))
+    # Quiet for only 1 s first (a song's instrumental start before its singer): no proof of a quiet room.
+    after_a_short_quiet = np.concatenate([silence(1.0), reader])
+    heard = hear(after_a_short_quiet, [p > 0.5 for p, _ in frames_of(after_a_short_quiet, voiced=True)])
+    assert any(h.room for h in heard if isinstance(h, Ended))
+
+
 def test_the_rooms_utterance_is_not_transcribed_stored_or_answered():
     conv = Conversation()
     conv.speech_started(0.1, 0.3)
