@@ -48,7 +48,9 @@ def known_language(code: str) -> bool:
     """Whether ``code`` is ``"auto"`` or a language Whisper transcribes."""
     from faster_whisper.tokenizer import _LANGUAGE_CODES
 
-    return code == AUTO or code in _LANGUAGE_CODES
+    if code == AUTO or code.startswith(AUTO + ":"):  # auto:en,es,fr: among those
+        return all(c.strip() in _LANGUAGE_CODES for c in code.partition(":")[2].split(",") if c.strip())
+    return code in _LANGUAGE_CODES
 
 
 def pick_device(device: str) -> tuple[str, str]:
@@ -85,7 +87,7 @@ class WhisperRecognizer:
             str(model_dir), device=self.device, compute_type=self.compute_type, cpu_threads=cpu_threads
         )
         self.multilingual = bool(self.model.model.is_multilingual)
-        if language == AUTO and not self.multilingual:
+        if language is not None and language.startswith(AUTO) and not self.multilingual:
             raise ValueError(f"Whisper {self.name} is English-only: it cannot detect a language")
         self.language = language
         self._tokenizers: dict[str, Any] = {}
@@ -112,7 +114,12 @@ class WhisperRecognizer:
         return self.recognize(audio, beam_size, language=language).text
 
     def recognize(
-        self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False, language: str | None = None
+        self,
+        audio: np.ndarray,
+        beam_size: int = 1,
+        full_window: bool = False,
+        language: str | None = None,
+        among: frozenset[str] | None = None,
     ) -> Transcript:
         """Text of 16 kHz float32 ``audio``, with how sure Whisper is that it held speech, and
         the language it was transcribed as.
@@ -124,23 +131,27 @@ class WhisperRecognizer:
         on noise stops early instead of running for seconds. ``full_window``
         encodes Whisper's whole 30 s window whatever ``pad_s`` says.
         ``language``: this call's (None: the recognizer's), ``"auto"`` to detect it. The
-        detection is Whisper's own, on the window already encoded: one decoder step.
+        detection is Whisper's own, on the window already encoded: one decoder step; ``among``:
+        the languages it may detect (None: any), the likeliest of them is taken (a Mexican
+        speaker's 4 s sentence was Catalan to Whisper base, and read by the English voice).
         """
         chosen = (language or self.language) if self.multilingual else "en"  # English-only: it hears English
-        language = None if chosen == AUTO else chosen  # None: detect
+        language = None if chosen.startswith(AUTO) else chosen  # None: detect
         if audio.size == 0:
             return Transcript("", 1.0, language or "en")
         duration = audio.size / 16000
         max_new_tokens = min(440, round(12 + MAX_TOKENS_PER_S * duration))
         with self._lock:
             if full_window and duration <= 30.0:
-                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, full=True)]
+                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, among, full=True)]
             elif self.pad_s is not None and duration + self.pad_s <= 30.0:
-                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language)]
+                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, among)]
                 if _loops(pieces[0].text):  # a short window can make Whisper say it again: decode the full one
-                    pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, full=True)]
+                    pieces = [
+                        self._decode_window(audio, duration, beam_size, max_new_tokens, language, among, full=True)
+                    ]
             else:
-                pieces = self._decode_sliding(audio, beam_size, language)
+                pieces = self._decode_sliding(audio, beam_size, language, among)
         detected, probability = pieces[0].language, pieces[0].language_probability
         kept = [p for p in pieces if not _discard(p.text, p.no_speech_prob, p.avg_logprob)]
         if not kept:
@@ -155,6 +166,7 @@ class WhisperRecognizer:
         beam_size: int,
         max_new_tokens: int,
         language: str | None,
+        among: frozenset[str] | None,
         full: bool = False,
     ) -> _Piece:
         """One window: the audio, then ``pad_s`` of silence (or up to 30 s)."""
@@ -167,8 +179,9 @@ class WhisperRecognizer:
         encoded = self.model.encode(features)
         probability = None
         if language is None:
-            token, probability = self.model.model.detect_language(encoded)[0][0]
-            language = token[2:-2]  # "<|es|>"
+            language, probability = _likeliest(
+                [(t[2:-2], p) for t, p in self.model.model.detect_language(encoded)[0]], among
+            )
         tokenizer = self._tokenizer_for(language)
         (result,) = self.model.model.generate(
             encoded,
@@ -184,7 +197,13 @@ class WhisperRecognizer:
         avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)  # as faster-whisper scores a segment
         return _Piece(tokenizer.decode(tokens).strip(), result.no_speech_prob, avg_logprob, language, probability)
 
-    def _decode_sliding(self, audio: np.ndarray, beam_size: int, language: str | None) -> list[_Piece]:
+    def _decode_sliding(
+        self, audio: np.ndarray, beam_size: int, language: str | None, among: frozenset[str] | None
+    ) -> list[_Piece]:
+        detected: tuple[str, float] | None = None
+        if language is None and among is not None:  # over 30 s: detected first, among those allowed
+            detected = _likeliest(self.model.detect_language(audio)[2], among)
+            language = detected[0]
         segments, info = self.model.transcribe(
             audio,
             language=language,
@@ -194,7 +213,7 @@ class WhisperRecognizer:
             without_timestamps=False,  # timestamps let a window end mid-audio and the next one go on from there
             vad_filter=False,  # our VAD already cut the utterance
         )
-        probability = None if language else info.language_probability
+        probability = detected[1] if detected else None if language else info.language_probability
         pieces = [_Piece(s.text.strip(), s.no_speech_prob, s.avg_logprob, info.language, probability) for s in segments]
         return pieces or [_Piece("", 1.0, 0.0, info.language, probability)]
 
@@ -220,6 +239,12 @@ class _Piece:
     avg_logprob: float
     language: str
     language_probability: float | None
+
+
+def _likeliest(ranked: list[tuple[str, float]], among: frozenset[str] | None) -> tuple[str, float]:
+    """The likeliest language of Whisper's ranking (code, probability, likeliest first) that is ``among``
+    those allowed (None: any; none of them ranked: the likeliest of all)."""
+    return next((r for r in ranked if among is None or r[0] in among), ranked[0])
 
 
 def _loops(text: str, n: int = 3) -> bool:

@@ -295,9 +295,45 @@ class Detected:
     probability: float
 
 
+# Languages so alike that Whisper confuses them on a short sentence (a Mexican speaker's 4 s was
+# Catalan to Whisper base): a detection that moves the conversation from one to another of its
+# group must be sure (LanguageConfig.sure), else the conversation's own is kept.
+RELATED = (
+    frozenset({"es", "ca", "gl", "pt"}),
+    frozenset({"it", "es"}),
+    frozenset({"fr", "ca"}),
+    frozenset({"ru", "uk", "be"}),
+    frozenset({"cs", "sk"}),
+    frozenset({"da", "no", "nn", "sv"}),
+    frozenset({"hr", "sr", "bs"}),
+    frozenset({"id", "ms"}),
+    frozenset({"zh", "yue"}),
+    frozenset({"hi", "ur"}),
+    frozenset({"nl", "af"}),
+)
+
+
+def related(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are languages Whisper confuses with each other."""
+    return any(a in group and b in group for group in RELATED)
+
+
+def is_auto(setting: str) -> bool:
+    """Whether a language setting detects each utterance's: ``"auto"``, or ``"auto:en,es,fr"``."""
+    return setting == AUTO or setting.startswith(AUTO + ":")
+
+
+def among(setting: str) -> frozenset[str]:
+    """The languages an ``auto`` setting may detect: those it names (``"auto:en,es"``), else those
+    it can answer and speak: the table's, each with a bundled voice and the Qwen model writing it."""
+    named = setting.partition(":")[2]
+    return frozenset(c.strip().lower() for c in named.split(",") if c.strip()) or frozenset(LANGUAGES)
+
+
 @dataclass(frozen=True)
 class LanguageConfig:
-    """``language``: a code holds every utterance to it; ``"auto"`` detects each one's."""
+    """``language``: a code holds every utterance to it; ``"auto"`` detects each one's, among the
+    languages it can answer and speak, or ``"auto:en,es,fr"`` among those."""
 
     language: str = "en"
     # With "auto": speech this long, or a detection this sure, sets the utterance's language;
@@ -312,12 +348,17 @@ class ConversationLanguage:
 
     def __init__(self, config: LanguageConfig | None = None) -> None:
         self.config = config or LanguageConfig()
-        fixed = self.config.language != AUTO
+        fixed = not is_auto(self.config.language)
         self.current = language(self.config.language if fixed else self.config.start)
 
     @property
     def fixed(self) -> bool:
-        return self.config.language != AUTO
+        return not is_auto(self.config.language)
+
+    @property
+    def among(self) -> frozenset[str] | None:
+        """The languages a detection may find (None: held to one, nothing is detected)."""
+        return None if self.fixed else among(self.config.language)
 
     def hold(self, code: str) -> None:
         """From now on the conversation is in ``code`` (``"auto"``: detected again, from the current)."""
@@ -335,6 +376,9 @@ class ConversationLanguage:
         (None: no detection); it becomes the conversation's."""
         if self.fixed or detected is None:
             return self.current
-        if speech_s >= self.config.min_s or detected.probability >= self.config.sure:
+        sure = detected.probability >= self.config.sure
+        if related(detected.code, self.current.code) and not sure:
+            return self.current  # a close call between two alike: the conversation's own
+        if speech_s >= self.config.min_s or sure:
             self.current = language(detected.code)
         return self.current

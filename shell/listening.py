@@ -208,6 +208,7 @@ class Listening:
             beam_size=self.conversation.language.current.final_beam,
             full_window=began_over_reply,
             language=self._language(detect=True),
+            among=self.conversation.language.among,
         )
         try:
             heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)

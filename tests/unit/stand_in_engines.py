@@ -55,7 +55,12 @@ class StandInRecognizer:
         self.languages_asked: list[str | None] = []  # each call's language
 
     def recognize(
-        self, audio: np.ndarray, beam_size: int = 1, full_window: bool = False, language: str | None = None
+        self,
+        audio: np.ndarray,
+        beam_size: int = 1,
+        full_window: bool = False,
+        language: str | None = None,
+        among: frozenset[str] | None = None,
     ) -> Transcript:
         self.calls.append((len(audio) / ASR_RATE, full_window))
         self.languages_asked.append(language)

@@ -32,6 +32,33 @@ def test_a_short_utterance_keeps_the_conversations_language_unless_whisper_is_su
     assert conv.heard(Detected("en", 0.97), 0.6).code == "en"  # "Okay, thanks." and Whisper is sure
 
 
+def test_a_close_call_between_alike_languages_keeps_the_conversations():
+    conv = ConversationLanguage(LanguageConfig(language="auto", start="es"))
+    # A Mexican speaker's 4 s sentence, Catalan to Whisper base (once ca is allowed at all).
+    assert conv.heard(Detected("ca", 0.55), 4.0).code == "es"
+    assert conv.heard(Detected("pt", 0.62), 3.0).code == "es"
+    assert conv.heard(Detected("pt", 0.95), 3.0).code == "pt"  # sure: they moved to Portuguese
+    assert conv.heard(Detected("en", 0.6), 3.0).code == "en"  # not alike: a long utterance moves it
+
+
+def test_auto_detects_among_the_languages_it_can_answer_and_speak_or_those_named():
+    assert ConversationLanguage(LanguageConfig(language="auto")).among == frozenset(LANGUAGES)
+    assert "ca" not in frozenset(LANGUAGES)  # no bundled voice speaks Catalan
+    narrowed = ConversationLanguage(LanguageConfig(language="auto:en, es,FR"))
+    assert not narrowed.fixed and narrowed.among == {"en", "es", "fr"} and narrowed.current is ENGLISH
+    assert ConversationLanguage(LanguageConfig(language="es")).among is None
+
+
+def test_whisper_takes_the_likeliest_allowed_language():
+    from asr.whisper import _likeliest, known_language
+
+    ranked = [("ca", 0.48), ("es", 0.41), ("en", 0.05)]
+    assert _likeliest(ranked, frozenset({"en", "es"})) == ("es", 0.41)
+    assert _likeliest(ranked, None) == ("ca", 0.48)
+    assert _likeliest(ranked, frozenset({"ja"})) == ("ca", 0.48)  # none ranked: the likeliest of all
+    assert known_language("auto:en,es") and not known_language("auto:en,xx") and known_language("auto")
+
+
 def test_a_client_may_hold_the_conversation_to_a_language_and_let_it_go_again():
     conv = ConversationLanguage(LanguageConfig(language="auto"))
     conv.hold("ja")

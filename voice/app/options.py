@@ -242,7 +242,8 @@ OPTIONS: tuple[Option, ...] = (
         LanguageConfig,
         "language",
         help="the language spoken: a code (en, es, fr, de, ja, zh...) holds every utterance to it; auto detects"
-        " each one's and the reply follows the last (Whisper base)",
+        " each one's among those it can answer and speak, and the reply follows the last (Whisper base);"
+        " auto:en,es,fr among those",
     ),
     value("--vad-threshold", EndpointConfig, "threshold", type=float),
     ms(

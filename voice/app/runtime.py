@@ -18,7 +18,7 @@ from core.barge_in import BargeInPolicy
 from core.call import CallConfig, IdlePolicy
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
-from core.language import LanguageConfig
+from core.language import LanguageConfig, is_auto
 from core.near_speech import NearSpeechConfig
 from core.reply_length import ReplyLength
 from core.room import RoomConfig
@@ -90,7 +90,7 @@ def engine_config(args: argparse.Namespace, llm_model: str, smart_turn: bool) ->
         llm_urls=tuple(urls[1:]),
         generation=configure(args, GenerationConfig),
         # The voice of a language the run is held to is loaded at start; others on their first reply.
-        languages=("en",) if args.language in ("en", "auto") else (args.language,),
+        languages=("en",) if args.language == "en" or is_auto(args.language) else (args.language,),
     )
 
 
