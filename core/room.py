@@ -43,8 +43,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class RoomConfig:
     # Voiced sound must stand this far over a talking room's floor to be the person (None: off, the
-    # default until scenarios/spanish.yaml is understood: in a session, a Spanish speaker reading on
-    # 5 s was ended as the room; offline, on the same recording, it was not). --room-db 7 turns it on.
+    # default until the suite and the noise bench have run with it on; --room-db 7 turns it on).
     above_room_db: float | None = None
     window_s: float = 3.0  # the stretch whose quietest tenth is the floor
     floor_percentile: float = 10.0
