@@ -46,6 +46,7 @@ class ToolState:
     filler_said: bool = False
     ok_results: list[str] = field(default_factory=list)  # what the calls that ran ok returned, in order
     round_chunks: int = 0  # chunks of words this round's text has given
+    result_said: bool = False  # a result was said in place of words that misread it (core/faithful.py)
 
 
 @dataclass

@@ -89,7 +89,7 @@ class ReplyFlow:
         if r.tool.round > 0:
             r.tool.since = None  # the answer with the results has begun: nobody waits on tools now
         r.generated += text
-        chunks = r.grouper.feed(text)
+        chunks = self.tool_rounds.read_back(r, r.grouper.feed(text))
         r.tool.round_chunks += len(chunks)
         return out + r.synthesize(chunks)
 

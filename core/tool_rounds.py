@@ -22,6 +22,7 @@ from typing import Any
 
 from core.commands import Command, Emit, RunTool, StartResponse
 from core.events import AwaitingTools, ResponseContinued, ToolCallStart
+from core.faithful import numbers_given, numbers_in, read_back
 from core.history import ToolStatus, ToolUse, tool_calls_message, tool_result_message
 from core.reply import Reply
 from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
@@ -96,10 +97,19 @@ class ToolRounds:
         """The model, asked again with its calls' results, said nothing that can be spoken (it
         wrote JSON, or nothing): the last result that came back ok is said instead, so the
         person hears what the tool found ("84", "timer set for 10 min") rather than silence."""
-        chunks = r.grouper.flush()
+        chunks = self.read_back(r, r.grouper.flush())
         if chunks or r.tool.round_chunks or not r.tool.ok_results:
             return r.synthesize(chunks)
         return r.synthesize([r.tool.ok_results[-1]])
+
+    def read_back(self, r: Reply, chunks: list[str]) -> list[str]:
+        """``chunks`` of the answer given with results, none stating a number it was not given: such
+        a chunk is the result itself, said once (core/faithful.py)."""
+        if r.tool.round == 0 or not r.tool.ok_results or not chunks:
+            return chunks
+        known = numbers_given(r.messages) + numbers_in(r.user_text)
+        chunks, r.tool.result_said = read_back(chunks, known, r.tool.ok_results[-1], r.tool.result_said)
+        return chunks
 
     def filler_due(self, r: Reply, t: float) -> list[Command]:
         """The filler, if ``r`` has been quiet too long since its calls went out (the tools, then
