@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from core.events import PlaybackStart, ToolCallEnd, ToolCallStart
+from llm.base import LLM
 from voice.app.latency import percentile
 from voice.bench.answer_requests import CATEGORIES, REQUESTS, Request, score_facts, score_tool
 from voice.bench.common import ROOT, parser
 from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
-from voice.scenario.spec import Expectation, Person, Scenario, Turn
+from voice.scenario.spec import Person, Scenario, Turn
 
 SHOP_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "shop_server.py"
 LONG_WORDS = 60  # a spoken reply longer than this was not asked for by any request here
@@ -79,7 +80,6 @@ def scenario_of(request: Request, config: Config) -> Scenario:
         Turn(
             text=None if t.recording else t.say,
             audio=(ROOT / t.recording).resolve() if t.recording else None,
-            expect=Expectation(judge=f'Is the reply a sensible answer to "{t.say}"?'),
         )
         for t in request.turns
     )
@@ -126,7 +126,6 @@ def turn_figures(request: Request, result: ScenarioResult) -> list[dict[str, Any
         calls = [e for e in obs.of(ToolCallStart) if e.response in replies]
         results = [e.result for e in obs.of(ToolCallEnd) if e.response in replies and e.status == "ok"]
         starts = [e.t for e in obs.of(PlaybackStart) if e.response in replies]
-        judged = obs.judged.get((i, f'Is the reply a sensible answer to "{turn.say}"?'))
         rows.append(
             {
                 "say": turn.say,
@@ -134,7 +133,6 @@ def turn_figures(request: Request, result: ScenarioResult) -> list[dict[str, Any
                 "reply": obs.reply_text(replies),
                 "calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
                 "tool_results": results,
-                "sense": None if judged is None else judged.yes,
                 "v2v_ms": None if not starts or placed is None else round((starts[0] - placed.speech_end) * 1000),
             }
         )
@@ -152,6 +150,46 @@ def _arguments(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# -- the judge -----------------------------------------------------------------
+
+# Worked examples, then the model's next token: the scenarios' judge (voice/scenario/runner.py) asks
+# about a reply alone, and said "yes" to every reply here, nonsense too ("There is currently 164
+# known Earths" to "How many continents are there?"). These pair questions with right and wrong answers.
+ASKED = "Is the reply a correct answer to the question? Answer:"
+# (question, reply, verdict): measured on 12 labelled replies of the two models, the 0.5B judge agreed on
+# 8 this way and on 7 asked "sensible and right" (a stronger judge: --judge-url).
+_EXAMPLES = (
+    ("What is the capital of Italy?", "The capital of Italy is Rome.", "yes"),
+    ("How many legs does a dog have?", "Dogs have 80 eyes on their legs and run at great speed.", "no"),
+    ("Tell me a joke.", "Why did the cat sit on the computer? To keep an eye on the mouse.", "yes"),
+    ("What time is it?", "The Eiffel Tower is 300 metres tall.", "no"),
+    ("How are you today?", "I'm well, thank you! How can I help?", "yes"),
+    ("What is ten plus five?", "Ten plus five is fifty-two.", "no"),
+)
+
+
+def _asked(question: str, reply: str) -> str:
+    return f'Question: "{question}"\nReply: "{reply}"\n{ASKED}'
+
+
+SENSE_EXAMPLES = "".join(f"{_asked(q, r)} {verdict}\n\n" for q, r, verdict in _EXAMPLES)
+
+
+async def judge_sense(judge: LLM, rows: list[dict[str, Any]]) -> None:
+    """Each turn's reply judged sensible and right for its question (the turn before as context)."""
+    before = ""
+    for row in rows:
+        if row["reply"]:
+            text = SENSE_EXAMPLES + before + _asked(row["say"], row["reply"])
+            probabilities = await judge.next_token_probabilities(text)
+            yes = sum(p for token, p in probabilities.items() if token.strip().lower() == "yes")
+            no = sum(p for token, p in probabilities.items() if token.strip().lower() == "no")
+            row["sense"] = yes > no
+        else:
+            row["sense"] = False  # nothing said is no answer
+        before = f'(Said before: "{row["say"]}" / "{row["reply"]}")\n'
 
 
 # -- the run -------------------------------------------------------------------
@@ -173,8 +211,9 @@ async def measure(configs: list[Config], requests: list[Request], judge_url: str
             t0 = time.monotonic()
             load_before = engines.load_s
             for request in requests:
-                result = await run_scenario(scenario_of(request, config), engines, judge=judge)
+                result = await run_scenario(scenario_of(request, config), engines)
                 rows = turn_figures(request, result)
+                await judge_sense(judge, rows)
                 out["requests"].setdefault(request.id, {"category": request.category})[config.name] = rows
                 _print_row(config, request, rows)
             out["configs"][config.name] = {
