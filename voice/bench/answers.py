@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import PlaybackStart, ToolCallEnd, ToolCallStart
+from core.voices import BEST_BUNDLED
 from llm.base import LLM
 from voice.app.latency import percentile
 from voice.bench.answer_requests import CATEGORIES, REQUESTS, Request, score_facts, score_tool
@@ -88,7 +89,8 @@ def scenario_of(request: Request, config: Config) -> Scenario:
         path=ROOT / "voice" / "bench" / f"{request.id}.answers",
         agent=config.agent_for(request),
         call=False,
-        person=Person(language=request.language),
+        # Said in the language's own bundled voice (joe read "¿Cuál es la capital de Francia?" as English).
+        person=Person(voice=BEST_BUNDLED.get(request.language, "joe"), language=request.language),
         turns=turns,
     )
 
