@@ -14,11 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.language import Language
+from core.sentences import CLOSERS, TERMINATORS
 from core.words import letters, words
-
-# What ends a sentence as the grouper cuts chunks (core/sentences.py), closing quotes or brackets after it.
-_ENDS = ".!?…。！？"
-_CLOSERS = "\"'”’)]»」』）"
 
 
 @dataclass(frozen=True)
@@ -46,4 +43,4 @@ def asks_detail(user_text: str, language: Language) -> bool:
 
 def ends_sentence(chunk: str) -> bool:
     """Whether a chunk the grouper cut ends a sentence (not a clause or a breath group)."""
-    return chunk.rstrip(_CLOSERS + " ").endswith(tuple(_ENDS))
+    return chunk.rstrip(CLOSERS + " ").endswith(tuple(TERMINATORS))

@@ -91,8 +91,8 @@ _NEVER_FINAL = {
 # Abbreviations that end a sentence only when a capitalised word follows.
 _MAYBE_FINAL = {"etc", "u.s", "u.k", "u.s.a", "a.m", "p.m", "e.u", "ph.d", "al"}
 
-_TERMINATORS = ".!?…。！？"
-_CLOSERS = "\"'”’)]»" + FULL_WIDTH_CLOSERS
+TERMINATORS = ".!?…。！？"
+CLOSERS = "\"'”’)]»" + FULL_WIDTH_CLOSERS
 _CLAUSE = ",;:—–、，；："
 # Full-width marks end a sentence or clause where they stand: the text after them is not spaced.
 _FULL_WIDTH = FULL_WIDTH_MARKS
@@ -183,7 +183,7 @@ class SentenceGrouper:
         if self._in_code:
             return
         text = speakable(raw, at_line_start)
-        if text and raw.rstrip(" \t").endswith("\n") and not text.endswith(tuple(_TERMINATORS + _CLOSERS + _CLAUSE)):
+        if text and raw.rstrip(" \t").endswith("\n") and not text.endswith(tuple(TERMINATORS + CLOSERS + _CLAUSE)):
             text += "."  # a list item or a heading, said as a sentence
         if text:
             out.append(text)
@@ -223,9 +223,9 @@ class SentenceGrouper:
                     # Only a whole word decides (at the end of the text, the last one is whole).
                     if (k < n or final) and buf[j:k].lower() in _PHRASE_STARTERS:
                         return j
-            elif c in _TERMINATORS and depth == 0:
+            elif c in TERMINATORS and depth == 0:
                 j = i + 1
-                while j < n and (buf[j] in _TERMINATORS or buf[j] in _CLOSERS):
+                while j < n and (buf[j] in TERMINATORS or buf[j] in CLOSERS):
                     j += 1
                 if j == n:
                     if not final:
