@@ -47,6 +47,7 @@ class ToolState:
     ok_results: list[str] = field(default_factory=list)  # what the calls that ran ok returned, in order
     round_chunks: int = 0  # chunks of words this round's text has given
     result_said: bool = False  # a result was said in place of words that misread it (core/faithful.py)
+    made_up: list[ToolCall] = field(default_factory=list)  # this round's calls dropped unrun (core/grounded.py)
 
 
 @dataclass

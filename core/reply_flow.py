@@ -104,7 +104,7 @@ class ReplyFlow:
         if r is None:
             return []
         out = self.tool_rounds.generation_ended(r, t, error)
-        if r.tool.round_calls and error is None:
+        if (r.tool.round_calls or r.tool.made_up) and error is None:
             return out + self.tool_rounds.await_results(r, t)
         r.llm_done = True
         r.error = error or None

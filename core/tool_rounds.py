@@ -23,6 +23,7 @@ from typing import Any
 from core.commands import Command, Emit, RunTool, StartResponse
 from core.events import AwaitingTools, ResponseContinued, ToolCallStart
 from core.faithful import numbers_given, numbers_in, read_back
+from core.grounded import made_up, recent_texts, said_numbers
 from core.history import ToolStatus, ToolUse, tool_calls_message, tool_result_message
 from core.reply import Reply
 from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
@@ -44,6 +45,8 @@ class ToolRounds:
     ) -> None:
         self.tools = tools or None
         self.servers: dict[str, str] = {}  # tool name -> the MCP server it comes from (the shell's)
+        # The tools whose calls must use a number the conversation holds (core/grounded.py; the shell's).
+        self.grounded: frozenset[str] = frozenset()
         self.max_tool_rounds = max_tool_rounds
         self.filler = filler
         self.filler_delay_s = filler_delay_s
@@ -81,7 +84,8 @@ class ToolRounds:
         the calls is spoken meanwhile."""
         r.tool.round_over = True
         out = r.synthesize(r.grouper.flush())
-        out.append(Emit(AwaitingTools(t, response=r.id, calls=len(r.tool.round_calls))))
+        if r.tool.round_calls:
+            out.append(Emit(AwaitingTools(t, response=r.id, calls=len(r.tool.round_calls))))
         return out + self.next_round(r, t)
 
     def result(self, r: Reply, call: ToolCall, status: ToolStatus, result: str, ran: bool, t: float) -> list[Command]:
@@ -142,6 +146,8 @@ class ToolRounds:
         again, with them (past ``max_tool_rounds``, without tools: it must answer in words)."""
         if r.speculative or not r.tool.round_over or r.tool.running:
             return []
+        if not r.tool.round_calls:  # its calls were all made up
+            return self.answer_in_words(r, t)
         uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
         said = r.generated[r.tool.round_text_from :].strip()
         r.messages = [
@@ -168,8 +174,28 @@ class ToolRounds:
             StartResponse(r.id, r.messages, tools=tools, round=r.tool.round),
         ]
 
+    def answer_in_words(self, r: Reply, t: float) -> list[Command]:
+        """Every call of the round was made up: the model is asked again as it was (at the commit, if the
+        reply was speculative), without tools, and never sees the calls (told why, a 0.5B model read the
+        refusal out to the person)."""
+        r.tool.made_up = []
+        r.tool.round += 1
+        r.tool.rounds_refused += 1
+        r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
+        r.tool.round_over, r.tool.offered = False, False
+        r.tool.round_text_from = len(r.generated)
+        r.tool.round_chunks = 0
+        return [
+            Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
+            StartResponse(r.id, r.messages, tools=None, round=r.tool.round),
+        ]
+
     def _dispatch(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
-        """``call`` is whole: it runs now, or at the commit of a speculative reply."""
+        """``call`` is whole: it runs now, or at the commit of a speculative reply; a made-up call
+        of a grounded tool (core/grounded.py) never runs."""
+        if call.name in self.grounded and made_up(call.arguments, said_numbers(recent_texts(r.messages))):
+            r.tool.made_up.append(call)
+            return []
         r.tool.round_calls.append(call)
         if r.speculative:
             r.tool.held_calls.append(call)

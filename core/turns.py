@@ -47,6 +47,7 @@ transcript (:mod:`core.words`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from core import endpointing  # its SpeechStart is the VAD's edge; events.SpeechStart is the event
@@ -118,10 +119,12 @@ class Conversation:
         self._over.finish = self._flow.maybe_finish
         self._flow.answer = self._turn.answer
 
-    def offer_tools(self, specs: list[dict[str, Any]] | None, servers: dict[str, str]) -> None:
-        """The tools offered to the model from its next request on (their specs; None: none), and
-        the MCP server of each that comes from one (named in its calls' events and tool turns)."""
+    def offer_tools(
+        self, specs: list[dict[str, Any]] | None, servers: dict[str, str], grounded: Iterable[str] = ()
+    ) -> None:
+        """Tools offered from the next request on (None: none), their MCP servers, those grounded (core/grounded.py)."""
         self._tool_rounds.tools, self._tool_rounds.servers = specs or None, dict(servers)
+        self._tool_rounds.grounded = frozenset(grounded)
 
     @property
     def state(self) -> State:

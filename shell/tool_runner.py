@@ -102,7 +102,8 @@ class ToolRunner:
         ours = [s for s in own if s["function"]["name"] not in self._client_tools]
         servers = self.tools.servers() if self.tools else {}
         mcp = {n: s for n, s in servers.items() if n not in self._client_tools}
-        self.conversation.offer_tools(ours + self._client_specs, mcp)
+        grounded = [name for s in ours if self.tools and self.tools.grounded(name := s["function"]["name"])]
+        self.conversation.offer_tools(ours + self._client_specs, mcp, grounded)
 
     def client_tool_output(self, call_id: str, output: str) -> bool:
         """The client's result of call ``call_id``; False: no call of the client's waits for it."""
@@ -122,6 +123,8 @@ class ToolRunner:
             except ValueError as e:
                 why = str(e)
             if why is None:
+                # Waited for from now: the client may answer as soon as it sees the call.
+                self._client_results[cmd.call.id] = loop.create_future()
                 task = loop.create_task(self._await_client(cmd))
                 self._tasks[cmd.call.id] = (cmd.response, True, task)
                 return
@@ -146,7 +149,7 @@ class ToolRunner:
     async def _await_client(self, cmd: RunTool) -> None:
         """A call of the client's: its output, within ``client_tool_timeout_s``."""
         start = self.clock.now()
-        waiting = self._client_results[cmd.call.id] = asyncio.get_running_loop().create_future()
+        waiting = self._client_results[cmd.call.id]
         timeout = self._client_timeout_s
         try:
             result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), self.clock.now() - start)

@@ -31,10 +31,12 @@ def set_timer(context: ToolContext, minutes: float = 0, seconds: float = 0, labe
     return f"timer set for {span}" + (f" ({label})" if label else "")
 
 
+@tool(grounded=True)  # its numbers are the person's: "100 + 200" for a quotation is not run
 def calculate(expression: str) -> str:
-    """Work out an arithmetic expression: + - * / // % ** and parentheses, sqrt, sin, cos, tan, log, log10, exp,
-    abs, round, pi, e. Example: "sqrt(2) * (3 + 4.5)"."""
-    value = _evaluate(ast.parse(expression, mode="eval").body)
+    """Work out the arithmetic the person asks for, written with the numbers they said: + - * / // % ** and
+    parentheses, sqrt, sin, cos, tan, log, log10, exp, abs, round, pi, e."""
+    # "^" is a power as people (and models) write one, never an exclusive or.
+    value = _evaluate(ast.parse(expression.replace("^", "**"), mode="eval").body)
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         value = int(value)
     return f"{value:.10g}" if isinstance(value, float) else str(value)

@@ -76,13 +76,23 @@ class ToolContext(Protocol):
 class ToolOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     cancel_on_barge_in: bool = True
+    # Its arguments' numbers must come from the conversation: a call holding none of them is not run
+    # (core/grounded.py: a small model called the calculator with numbers nobody said).
+    grounded: bool = False
 
 
-def tool(fn: Callable | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S, cancel_on_barge_in: bool = True) -> Any:
-    """Set a tool's options: ``@tool(timeout_s=5, cancel_on_barge_in=False)`` (plain ``@tool`` keeps the defaults)."""
+def tool(
+    fn: Callable | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cancel_on_barge_in: bool = True,
+    grounded: bool = False,
+) -> Any:
+    """Set a tool's options: ``@tool(timeout_s=5, cancel_on_barge_in=False)`` (plain ``@tool`` keeps the defaults);
+    ``grounded=True``: a call is run only if one of its arguments' numbers is one said in the conversation."""
 
     def mark(f: Callable) -> Callable:
-        f.__voice_tool__ = ToolOptions(timeout_s, cancel_on_barge_in)  # type: ignore[attr-defined]
+        f.__voice_tool__ = ToolOptions(timeout_s, cancel_on_barge_in, grounded)  # type: ignore[attr-defined]
         return f
 
     return mark(fn) if fn is not None else mark
@@ -252,6 +262,11 @@ class Tools:
     def servers(self) -> dict[str, str]:
         """Tool name -> its MCP server, for the tools that come from one."""
         return {name: t.server for name, t in self._tools.items() if t.server}
+
+    def grounded(self, name: str) -> bool:
+        """Whether tool ``name``'s calls must use a number said in the conversation (``@tool(grounded=True)``)."""
+        t = self._tools.get(name)
+        return t is not None and t.options.grounded
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools

@@ -118,17 +118,18 @@ async def test_a_failed_check_says_what_was_measured_and_why(sounds):
 
 
 async def test_a_tool_call_is_checked_by_name_and_arguments(sounds):
-    call = ToolCallDelta(0, id="c0", name="calculate", arguments='{"expression": "2 + 2"}')
+    # A timer: a calculation of numbers nobody said would never run (core/grounded.py).
+    call = ToolCallDelta(0, id="c0", name="set_timer", arguments='{"minutes": 2}')
     tools = load_tools(["builtin"])
-    turn = {"audio": "question.wav", "expect": {"tool": {"name": "calculate", "arguments": {"expression": "2 + 2"}}}}
+    turn = {"audio": "question.wav", "expect": {"tool": {"name": "set_timer", "arguments": {"minutes": 2}}}}
     result = await run_scenario(scenario(sounds, [turn]), StandIns([[call], "Four."]), setup(tools))
     (c,) = result.checks
-    assert c.passed and c.figure == 'calculate({"expression": "2 + 2"})'
+    assert c.passed and c.figure == 'set_timer({"minutes": 2})'
 
-    turn["expect"] = {"tool": {"name": "calculate", "arguments": {"expression": "3 + 3"}}}
+    turn["expect"] = {"tool": {"name": "set_timer", "arguments": {"minutes": 3}}}
     result = await run_scenario(scenario(sounds, [turn]), StandIns([[call], "Four."]), setup(tools))
     (c,) = result.checks
-    assert not c.passed and c.message == 'no call calculate({"expression": "3 + 3"})'
+    assert not c.passed and c.message == 'no call set_timer({"minutes": 3})'
 
     turn["expect"] = {"tool": "none"}
     result = await run_scenario(scenario(sounds, [turn]), StandIns([[call], "Four."]), setup(tools))

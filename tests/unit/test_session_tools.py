@@ -56,6 +56,19 @@ async def test_a_call_runs_and_the_answer_is_asked_with_its_result():
     assert session.history.turns[-1].text == "It is noon."
 
 
+async def test_a_grounded_call_with_numbers_nobody_said_is_never_run():
+    # The person asked "what time is it"; a calculation of numbers nobody said was made up.
+    replies = [[call("calculate", '{"expression": "12 * 7"}')], "It is noon."]
+    session, llm, events = make(replies, load_tools(["builtin"]))
+    await run(session, QUESTION)
+    assert not kinds(events, ToolCallStart) and not kinds(events, ToolCallEnd)
+    # Asked again as it was, without tools, it answers in words; the history holds no call.
+    assert llm.tools == [session.tools.specs(), None]  # type: ignore[union-attr]
+    assert llm.requests[1] == llm.requests[0]
+    assert [t.role for t in session.history.turns] == ["user", "assistant"]
+    assert session.history.turns[-1].text == "It is noon."
+
+
 async def test_a_call_that_does_not_fit_is_never_run_and_the_model_is_told_why():
     ran = []
 

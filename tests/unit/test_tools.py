@@ -232,7 +232,13 @@ def run_builtin(name: str, arguments: str, context: FakeContext | None = None):
 
 @pytest.mark.parametrize(
     ("expression", "value"),
-    [("12 * 7", "84"), ("sqrt(2) * (3 + 4.5)", "10.60660172"), ("2 ** 10 / 4", "256"), ("-7 // 2 % 5", "1")],
+    [
+        ("12 * 7", "84"),
+        ("sqrt(2) * (3 + 4.5)", "10.60660172"),
+        ("2 ** 10 / 4", "256"),
+        ("-7 // 2 % 5", "1"),
+        ("13^2", "169"),  # a power, as people write one
+    ],
 )
 def test_calculate(expression, value):
     assert run_builtin("calculate", f'{{"expression": "{expression}"}}').content == value
