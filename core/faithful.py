@@ -22,9 +22,14 @@ def numbers_in(text: str) -> list[str]:
 
 
 def numbers_given(value: object) -> list[str]:
-    """The numbers in every text of ``value`` (the messages the model was given, nested as they are)."""
+    """The numbers in every text of ``value`` (the messages the model was given, a call's arguments, nested
+    as they are), and the numbers it holds as numbers (unsigned, as :func:`numbers_in` reads them)."""
     if isinstance(value, str):
         return numbers_in(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [str(abs(value))]
+    if isinstance(value, float):
+        return [f"{abs(value):.10f}".rstrip("0").rstrip(".")]
     if isinstance(value, dict):
         return [n for v in value.values() for n in numbers_given(v)]
     if isinstance(value, list | tuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from core.faithful import given, numbers_in
+from core.faithful import given, numbers_given, numbers_in
 
 _UNITS = {
     "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -88,22 +88,7 @@ def said_numbers(texts: list[str]) -> list[str]:
 def made_up(arguments: object, said: list[str]) -> bool:
     """Whether a grounded tool's call holds none of the numbers said (``said``: :func:`said_numbers` of
     the recent conversation). A call with no number at all ("blue + yellow") has none of them."""
-    return not any(_is_said(n, said) for n in _numbers_of(arguments))
-
-
-def _numbers_of(value: object) -> list[str]:
-    """The numbers in a call's arguments: in their texts, and the numbers they are."""
-    if isinstance(value, str):
-        return numbers_in(value)
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [f"{abs(value):g}"]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _numbers_of(v)]
-    if isinstance(value, list | tuple):
-        return [n for v in value for n in _numbers_of(v)]
-    return []
+    return not any(_is_said(n, said) for n in numbers_given(arguments))
 
 
 def _is_said(number: str, said: list[str]) -> bool:
