@@ -128,8 +128,7 @@ class Tool:
         if not description:
             raise ToolDefinitionError(f"{where}tool {name} has no docstring: the model needs it to know what it does")
         try:
-            # With their extras: an argument may be checked before the tool runs (Annotated[str, AfterValidator(f)]).
-            hints = typing.get_type_hints(fn, include_extras=True)
+            hints = typing.get_type_hints(fn)
         except Exception as e:
             raise ToolDefinitionError(f"{where}tool {name}: its annotations do not resolve ({e})") from e
         fields: dict[str, Any] = {}

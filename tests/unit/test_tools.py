@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
@@ -245,14 +244,10 @@ def test_calculate(expression, value):
     assert run_builtin("calculate", f'{{"expression": "{expression}"}}').content == value
 
 
-@pytest.mark.parametrize(
-    "expression", ["__import__('os').system('true')", "().__class__", "9 ** 9 ** 9", "1 / 0", "2.5m * 100cm"]
-)
+@pytest.mark.parametrize("expression", ["__import__('os').system('true')", "().__class__", "9 ** 9 ** 9", "1 / 0"])
 def test_calculate_refuses_what_is_not_arithmetic(expression):
-    # Refused before it runs where its form is not arithmetic (told why, the model may write it again).
-    checked = load_tools(["builtin"]).check(call("calculate", json.dumps({"expression": expression})))
-    if not isinstance(checked, str):
-        assert asyncio.run(checked[0].run(checked[1], FakeContext())).status == "error"
+    result = run_builtin("calculate", f'{{"expression": "{expression}"}}')
+    assert result.status == "error"
 
 
 def test_the_time_the_timer_and_hanging_up_go_through_the_session():
