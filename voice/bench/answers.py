@@ -1,7 +1,7 @@
 """What the assistant says, scored without a person: ``python -m voice.bench answers``.
 
     python -m voice.bench answers [--configs smollm2,qwen,qwen+tools] [--categories C,...] [--per-category N]
-                                  [--judge-url URL] [--out DIR]
+                                  [--real-time N] [--judge-url URL] [--out DIR]
 
 Each request of :mod:`voice.bench.answer_requests` (66: everyday facts, arithmetic and units, the time,
 a shop's MCP tools, requests that need no tool, follow-ups, corrections, other languages, real
@@ -17,7 +17,8 @@ the same run:
 - **form for the ear**: markdown, lists, URLs, emoji or code in what was said, and replies over
   :data:`LONG_WORDS` words;
 - **voice-to-voice**: from the end of the person's speech to the reply's first sample (virtual time: the
-  engines' work is counted, the machine's load is not).
+  engines' work is counted, the machine's load is not); with ``--real-time N``, the first N requests
+  again on the wall clock, where the engines' speed counts (run it on an otherwise idle machine).
 
 Prints a table and writes DIR/answers.json with every reply.
 """
@@ -197,7 +198,11 @@ async def judge_sense(judge: LLM, rows: list[dict[str, Any]]) -> None:
 # -- the run -------------------------------------------------------------------
 
 
-async def measure(configs: list[Config], requests: list[Request], judge_url: str | None) -> dict[str, Any]:
+async def measure(
+    configs: list[Config], requests: list[Request], judge_url: str | None, real_time: int = 0
+) -> dict[str, Any]:
+    """Every request on virtual time per configuration; the first ``real_time`` of them again on the
+    wall clock, for the voice-to-voice the engines' speed gives (``v2v_real_ms`` beside ``v2v_ms``)."""
     engines = LoadedEngines()
     judge = None
     if judge_url:
@@ -218,6 +223,11 @@ async def measure(configs: list[Config], requests: list[Request], judge_url: str
                 await judge_sense(judge, rows)
                 out["requests"].setdefault(request.id, {"category": request.category})[config.name] = rows
                 _print_row(config, request, rows)
+            for request in requests[:real_time]:  # the engines are warm: the virtual runs went first
+                timed = turn_figures(request, await run_scenario(scenario_of(request, config), engines, real_time=True))
+                for row, again in zip(out["requests"][request.id][config.name], timed, strict=True):
+                    row["v2v_real_ms"] = again["v2v_ms"]
+                print(f"{config.name:<11} {request.id:<26} real time: v2v {timed[-1]['v2v_ms']} ms", file=sys.stderr)
             out["configs"][config.name] = {
                 "agent": config.agent,
                 "tools": config.tools,
@@ -252,6 +262,7 @@ def summary(config: Config, requests: list[Request], scored: dict[str, Any]) -> 
     }
     both = [(row["sense"], row["fact"]) for row in rows if row["sense"] is not None and row["fact"] is not None]
     v2v = [row["v2v_ms"] for row in rows if row["v2v_ms"] is not None]
+    real = [row["v2v_real_ms"] for row in rows if row.get("v2v_real_ms") is not None]
     return {
         "facts": share([row["fact"] for row in rows]),
         "facts_by_category": per_category,
@@ -262,6 +273,8 @@ def summary(config: Config, requests: list[Request], scored: dict[str, Any]) -> 
         "unanswered": sum(not row["reply"] for row in rows),
         "v2v_ms_p50": percentile(v2v, 0.5) if v2v else None,
         "v2v_ms_p95": percentile(v2v, 0.95) if v2v else None,
+        "v2v_real_ms_p50": percentile(real, 0.5) if real else None,
+        "v2v_real_turns": len(real),
         "turns": len(rows),
     }
 
@@ -272,19 +285,24 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
 
     out = [
         "| configuration | facts | tool decisions | sensible (judge) | judge = rubric | form faults | no reply"
-        " | v2v p50 (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        " | v2v p50 (ms, virtual) | v2v p50 (ms, real time) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in summaries.items():
         faults = sum(s["form_faults"].values())
         out.append(
             f"| {name} | {pct(s['facts'])} | {pct(s['tool_decisions'])} | {pct(s['sensible'])}"
-            f" | {pct(s['judge_agrees_with_rubric'])} | {faults} | {s['unanswered']} | {s['v2v_ms_p50'] or '-'} |"
+            f" | {pct(s['judge_agrees_with_rubric'])} | {faults} | {s['unanswered']} | {s['v2v_ms_p50'] or '-'}"
+            f" | {_real(s)} |"
         )
     out += ["", "| configuration | " + " | ".join(CATEGORIES) + " |", "|---|" + "---:|" * len(CATEGORIES)]
     for name, s in summaries.items():
         out.append(f"| {name} | " + " | ".join(pct(s["facts_by_category"][c]) for c in CATEGORIES) + " |")
     return "\n".join(out)
+
+
+def _real(s: dict[str, Any]) -> str:
+    return "-" if s.get("v2v_real_ms_p50") is None else f"{s['v2v_real_ms_p50']:.0f} ({s['v2v_real_turns']} turns)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ids", default="", help="only these requests, by id")
     ap.add_argument("--per-category", type=int, default=0, help="at most N requests of each category (0: all)")
     ap.add_argument("--judge-url", default=None, help="an OpenAI-compatible server that judges (default: Qwen here)")
+    ap.add_argument("--real-time", type=int, default=0, help="the first N requests again in real time (v2v)")
     ap.add_argument("--out", default="docs/bench")
     ap.add_argument("--json-name", default="answers.json")
     args = ap.parse_args(argv)
@@ -311,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if not requests:
         ap.error("no request chosen")
     print(f"{len(requests)} requests x {len(configs)} configurations", file=sys.stderr)
-    out = asyncio.run(measure(configs, requests, args.judge_url))
+    out = asyncio.run(measure(configs, requests, args.judge_url, args.real_time))
     print(table(out["summary"]))
     print(f"\nengines loaded in {out['cold_start_s']} s (cold start, not counted)")
     path = Path(args.out) / args.json_name

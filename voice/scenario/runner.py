@@ -25,7 +25,7 @@ import soxr
 from core.audio import ASR_RATE
 from core.events import Event, PlaybackStart, TurnEnd
 from llm.base import LLM
-from shell.clock import VirtualClock
+from shell.clock import MonotonicClock, VirtualClock
 from shell.engines import EngineConfig, Engines, make_llm, start_engines
 from shell.mcp import McpServers, McpStartError
 from shell.pump import Pump
@@ -153,11 +153,16 @@ class ScenarioResult:
 
 
 async def run_scenario(
-    scenario: Scenario, source: EngineSource, setup: RunSetup | None = None, judge: LLM | None = None
+    scenario: Scenario,
+    source: EngineSource,
+    setup: RunSetup | None = None,
+    judge: LLM | None = None,
+    real_time: bool = False,
 ) -> ScenarioResult:
     """Run ``scenario`` on engines from ``source``, on virtual time, and check what it expects.
     ``setup``: the agent instead of the scenario's (the unit tests' stand-in engines); ``judge``:
-    the model that answers the judge's questions (None: the agent's own)."""
+    the model that answers the judge's questions (None: the agent's own); ``real_time``: on the
+    wall clock instead, the engines' own speed counted (benchmarks: its timings are not exact)."""
     args, agent = agent_setup(scenario)
     setup = setup or agent
     engines = await source.get(setup.engine)
@@ -178,13 +183,14 @@ async def run_scenario(
     room = room_audio(scenario.room, turns) if scenario.room is not None else None
     feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
                 listen_s=scenario.listen_s, room=room)  # fmt: skip
+    clock = MonotonicClock() if real_time else VirtualClock()
     session = Session(
-        engines, VirtualClock(), session_cfg, fan_out(events.append, feed.on_event), lockstep=True, tools=setup.tools
+        engines, clock, session_cfg, fan_out(events.append, feed.on_event), lockstep=not real_time, tools=setup.tools
     )
     echo = None if scenario.echo is None else EchoPath(scenario.echo.db, scenario.echo.delay_ms)
     device = RecordingDevice(ReplayDevice(feed.source, engines.output_rate, echo), engines.output_rate)
     try:
-        await Pump(session, device, settle=True).run()
+        await Pump(session, device, settle=not real_time).run()
     finally:
         await session.aclose()
         if servers is not None:
