@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 
+from core.spoken_math import spoken_math
 from core.words import FULL_WIDTH_CLOSERS, FULL_WIDTH_MARKS, unspaced
 
 # Abbreviations after which a period never ends a sentence (lower-cased, no
@@ -125,6 +126,7 @@ def speakable(raw: str, at_line_start: bool = True) -> str:
     # line start or a word character; it is removed again below.
     text = ("\n" if at_line_start else "\0") + raw
     text = _CALL_TEXT.sub("", text)
+    text = spoken_math(text)
     text = _LINE_MARKUP.sub("", text)
     text = _LINK.sub(r"\1", text)
     text = _URL.sub("", text)

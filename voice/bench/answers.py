@@ -104,6 +104,7 @@ FORM_FAULTS = {
     "url": re.compile(r"https?://|www\.|\b[\w-]+\.(?:com|org|net|io)\b", re.IGNORECASE),
     "emoji": re.compile("[\U0001f300-\U0001faff\u2600-\u27bf]"),
     "code": re.compile(r"```|\bdef |\bprint\(|\breturn\b.*;|[{};]\s*$", re.MULTILINE),
+    "math": re.compile(r"\\(?:[dt]?frac|times|cdot|sqrt|div)\b|\\[()\[\]]"),  # LaTeX: "backslash frac"
 }
 
 
