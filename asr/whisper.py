@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-AUTO = "auto"  # detect the language of each call
+from core.language import among, is_auto
 
 # Text given as what came before, where it sets the script Whisper writes in: without it Whisper
 # writes Mandarin in traditional characters as often as in simplified ones (one of the two
@@ -48,8 +48,8 @@ def known_language(code: str) -> bool:
     """Whether ``code`` is ``"auto"`` or a language Whisper transcribes."""
     from faster_whisper.tokenizer import _LANGUAGE_CODES
 
-    if code == AUTO or code.startswith(AUTO + ":"):  # auto:en,es,fr: among those
-        return all(c.strip() in _LANGUAGE_CODES for c in code.partition(":")[2].split(",") if c.strip())
+    if is_auto(code):  # auto:en,es,fr: among those, each one Whisper's
+        return all(c in _LANGUAGE_CODES for c in among(code))
     return code in _LANGUAGE_CODES
 
 
@@ -87,7 +87,7 @@ class WhisperRecognizer:
             str(model_dir), device=self.device, compute_type=self.compute_type, cpu_threads=cpu_threads
         )
         self.multilingual = bool(self.model.model.is_multilingual)
-        if language is not None and language.startswith(AUTO) and not self.multilingual:
+        if language is not None and is_auto(language) and not self.multilingual:
             raise ValueError(f"Whisper {self.name} is English-only: it cannot detect a language")
         self.language = language
         self._tokenizers: dict[str, Any] = {}
@@ -136,7 +136,7 @@ class WhisperRecognizer:
         speaker's 4 s sentence was Catalan to Whisper base, and read by the English voice).
         """
         chosen = (language or self.language) if self.multilingual else "en"  # English-only: it hears English
-        language = None if chosen.startswith(AUTO) else chosen  # None: detect
+        language = None if is_auto(chosen) else chosen  # None: detect
         if audio.size == 0:
             return Transcript("", 1.0, language or "en")
         duration = audio.size / 16000

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from asr.echo import EchoCanceller, LinearEchoCanceller
-from asr.whisper import AUTO, Transcript
+from asr.whisper import Transcript
 from core.commands import CheckInterruption, Command, TranscribeFinal
 from core.events import AsrPartial, Event
 from core.hearing import Heard, Hearing, PartialDue
-from core.language import Detected
+from core.language import AUTO, Detected
 from core.partials import PartialPolicy
 from core.turns import Conversation
 from shell.clock import Clock

@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-conversations", action="store_true", help="Whisper alone: no conversation on the pipeline")
     args = ap.parse_args(argv)
 
-    from asr.whisper import AUTO, WhisperRecognizer
+    from asr.whisper import WhisperRecognizer
+    from core.language import AUTO
     from core.language import language as language_rules
     from shell import models
     from transport.files import load_audio
