@@ -20,48 +20,22 @@ A phrase is matched on whole words where words are spaced, and on characters whe
 from __future__ import annotations
 
 from core.language import ENGLISH, Language
-from core.words import letters, words
-
-
-def _rest(text: str, phrases: frozenset[str], language: Language) -> tuple[str, bool]:
-    """``text`` with every one of ``phrases`` taken out (its words, or its characters where words are
-    not spaced), and whether any was."""
-    if not language.spaced:
-        said = letters(text)
-        found = False
-        for phrase in sorted(phrases, key=len, reverse=True):
-            if phrase in said:
-                said, found = said.replace(phrase, ""), True
-        return said, found
-    said = words(text, numbers=False)
-    out: list[str] = []
-    found = False
-    i = 0
-    longest = sorted((p.split() for p in phrases), key=len, reverse=True)
-    while i < len(said):
-        match = next((p for p in longest if said[i : i + len(p)] == p), None)
-        if match is None:
-            out.append(said[i])
-            i += 1
-        else:
-            found = True
-            i += len(match)
-    return " ".join(out), found
+from core.phrases import holds_phrase, without_phrases
 
 
 def says_goodbye(text: str, language: Language = ENGLISH) -> bool:
     """Whether ``text`` holds a goodbye ("bye", "see you", "さようなら")."""
-    return _rest(text, language.goodbyes, language)[1]
+    return holds_phrase(text, language.goodbyes, language)
 
 
 def is_goodbye(text: str, language: Language = ENGLISH) -> bool:
     """Whether ``text`` is a goodbye and nothing more: a goodbye, and closing words around it."""
-    rest, found = _rest(text, language.goodbyes, language)
-    return found and not _rest(rest, language.closings, language)[0]
+    rest, found = without_phrases(text, language.goodbyes, language)
+    return found and not without_phrases(rest, language.closings, language)[0]
 
 
 def is_closing(text: str, language: Language = ENGLISH) -> bool:
     """Whether ``text`` is closing words only ("Thank you", "OK", "Alright, thanks"): words a
     goodbye often follows after a breath."""
-    rest, found = _rest(text, language.closings, language)
+    rest, found = without_phrases(text, language.closings, language)
     return found and not rest

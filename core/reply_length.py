@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.language import Language
+from core.phrases import holds_phrase
 from core.sentences import CLOSERS, TERMINATORS
-from core.words import letters, words
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,7 @@ class ReplyLength:
 
 def asks_detail(user_text: str, language: Language) -> bool:
     """Whether the person asked for more than a short answer, in the words of their language."""
-    if not language.spaced:
-        said = letters(user_text)
-        return any(letters(phrase) in said for phrase in language.detail_words)
-    said = f" {' '.join(words(user_text))} "
-    return any(f" {' '.join(words(phrase))} " in said for phrase in language.detail_words)
+    return holds_phrase(user_text, language.detail_words, language)
 
 
 def ends_sentence(chunk: str) -> bool:
