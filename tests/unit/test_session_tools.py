@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 from stand_in_engines import StandInEngines, StandInLLM, StandInRecognizer, silence, tone
 from test_session import INTERRUPTION_HZ, QUESTION_HZ, WORDS, run
 
@@ -30,7 +31,7 @@ def make(replies: list, tools: Tools, **config) -> tuple[Session, StandInLLM, li
     llm = StandInLLM(replies)
     engines = StandInEngines(StandInRecognizer(WORDS), llm)
     events: list[Event] = []
-    cfg = SessionConfig(echo_cancel=False, end_of_turn=None, speculate=False, **config)
+    cfg = SessionConfig(**{"echo_cancel": False, "end_of_turn": None, "speculate": False, **config})
     session = Session(engines, VirtualClock(), cfg, events.append, lockstep=True, tools=tools)  # type: ignore[arg-type]
     return session, llm, events
 
@@ -56,10 +57,12 @@ async def test_a_call_runs_and_the_answer_is_asked_with_its_result():
     assert session.history.turns[-1].text == "It is noon."
 
 
-async def test_a_grounded_call_with_numbers_nobody_said_is_never_run():
-    # The person asked "what time is it"; a calculation of numbers nobody said was made up.
+@pytest.mark.parametrize("speculate", [False, True])
+async def test_a_grounded_call_with_numbers_nobody_said_is_never_run(speculate):
+    # The person asked "what time is it"; a calculation of numbers nobody said was made up. A
+    # speculative reply's made-up call is dropped at its commit, as a held call would run then.
     replies = [[call("calculate", '{"expression": "12 * 7"}')], "It is noon."]
-    session, llm, events = make(replies, load_tools(["builtin"]))
+    session, llm, events = make(replies, load_tools(["builtin"]), speculate=speculate)
     await run(session, QUESTION)
     assert not kinds(events, ToolCallStart) and not kinds(events, ToolCallEnd)
     # Asked again as it was, without tools, it answers in words; the history holds no call.
