@@ -48,6 +48,7 @@ class ToolState:
     round_chunks: int = 0  # chunks of words this round's text has given
     result_said: bool = False  # a result was said in place of words that misread it (core/faithful.py)
     made_up: list[ToolCall] = field(default_factory=list)  # this round's calls dropped unrun (core/grounded.py)
+    known_numbers: list[str] | None = None  # what this round's request held (core/faithful.py), read once
 
 
 @dataclass

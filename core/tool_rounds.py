@@ -111,8 +111,9 @@ class ToolRounds:
         a chunk is the result itself, said once (core/faithful.py)."""
         if r.tool.round == 0 or not r.tool.ok_results or not chunks:
             return chunks
-        known = numbers_given(r.messages) + numbers_in(r.user_text)
-        chunks, r.tool.result_said = read_back(chunks, known, r.tool.ok_results[-1], r.tool.result_said)
+        if r.tool.known_numbers is None:  # the round's messages are fixed: read once, not per chunk
+            r.tool.known_numbers = numbers_given(r.messages) + numbers_in(r.user_text)
+        chunks, r.tool.result_said = read_back(chunks, r.tool.known_numbers, r.tool.ok_results[-1], r.tool.result_said)
         return chunks
 
     def filler_due(self, r: Reply, t: float) -> list[Command]:
@@ -164,6 +165,7 @@ class ToolRounds:
             r.tool.rounds_refused += 1
         r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
         r.tool.round_calls, r.tool.results, r.tool.round_over, r.tool.round_ran = [], {}, False, False
+        r.tool.known_numbers = None
         r.tool.round_text_from = len(r.generated)
         r.tool.round_chunks = 0
         again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
