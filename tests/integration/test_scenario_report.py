@@ -38,7 +38,7 @@ REPLY = "It is <b>noon</b> & the sun is high in the sky and the day is warm and 
 
 class StandIns:
     def __init__(self, replies: list) -> None:
-        self.engines = StandInEngines(StandInRecognizer({QUESTION_HZ: "what time is it", STOP_HZ: "stop"}),
+        self.engines = StandInEngines(StandInRecognizer({QUESTION_HZ: "what is six times two", STOP_HZ: "stop"}),
                                       StandInLLM(replies, next_tokens={" yes": 0.8, " no": 0.2}))  # fmt: skip
 
     async def get(self, config: EngineConfig) -> StandInEngines:
@@ -88,7 +88,7 @@ async def test_the_report_page_renders_and_plays_its_recording(tmp_path):
         assert "nondeterministic" in judged[1] and judged[0] == "conversation", judged
         # The timeline: the turns, the events of both sides and the transcript, the text escaped.
         labels = " | ".join(shown["labels"])
-        for said in ("1 · question.wav", "2 · stop.wav", "“what time is it”", "✕ barge-in", "calculate(", "→ 12"):
+        for said in ("1 · question.wav", "2 · stop.wav", "“what is six times two”", "✕ barge-in", "calculate(", "→ 12"):
             assert said in labels, (said, labels)
         assert "It is <b>noon</b> & the sun" in labels and shown["bold"] == 0, labels
         assert shown["cuts"] == 1 and shown["errors"] == [], shown
