@@ -99,6 +99,13 @@ async def test_a_question_answered_in_time_passes_every_check(sounds):
     assert p.start == 0.5 and answered.figure.endswith(" ms")
 
 
+async def test_a_scenario_runs_on_the_wall_clock_too(sounds):
+    # voice.bench answers --real-time: the same scenario, the engines' own speed counted (a few seconds).
+    turns = [{"audio": "question.wav", "expect": {"heard": "what time", "reply": {"says": "it is noon"}}}]
+    result = await run_scenario(scenario(sounds, turns), StandIns(["It is noon."]), setup(), real_time=True)
+    assert result.passed, [c.message for c in result.checks if not c.passed]
+
+
 async def test_a_failed_check_says_what_was_measured_and_why(sounds):
     expect = {"answered_within_ms": 1, "reply": {"says": "midnight", "matches": "^bye"}, "heard": "weather"}
     result = await run_scenario(
