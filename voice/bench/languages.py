@@ -207,8 +207,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-conversations", action="store_true", help="Whisper alone: no conversation on the pipeline")
     args = ap.parse_args(argv)
 
+    import numpy as np
+
     from asr.whisper import WhisperRecognizer
-    from core.language import AUTO
+    from core.audio import ASR_RATE
+    from core.language import AUTO, among
     from core.language import language as language_rules
     from shell import models
     from transport.files import load_audio
@@ -228,6 +231,13 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             held = asr.recognize(audio, beam_size=beam, language=language)
             held_s.append(time.perf_counter() - t0)
+        # Detection among the languages the agent can answer and speak (issue 45: a Mexican speaker was
+        # Catalan to Whisper base), on the whole recording and on its first second (a short answer).
+        within = asr.recognize(audio, beam_size=beam, language=AUTO, among=among(AUTO))
+        onset = int(np.argmax(np.abs(audio) > 0.02))  # its first second of speech, not of silence
+        first = audio[onset : onset + ASR_RATE]
+        short_open = asr.recognize(first, language=AUTO)
+        short_among = asr.recognize(first, language=AUTO, among=among(AUTO))
         rows.append({
             "file": path.name,
             "language": language,
@@ -239,6 +249,9 @@ def main(argv: list[str] | None = None) -> None:
             "auto_ms": round(1000 * statistics.median(auto_s), 1),
             "held_ms": round(1000 * statistics.median(held_s), 1),
             "text_auto": auto.text,
+            "detected_among": within.language,
+            "first_second_open": short_open.language,
+            "first_second_among": short_among.language,
         })  # fmt: skip
         print(json.dumps(rows[-1], ensure_ascii=False), file=sys.stderr, flush=True)
 
@@ -255,6 +268,9 @@ def main(argv: list[str] | None = None) -> None:
             "error_auto": round(statistics.mean(r["error_auto"] for r in mine), 3),
             "error_held": round(statistics.mean(r["error_held"] for r in mine), 3),
             "detection_cost": round(statistics.median(r["auto_ms"] / r["held_ms"] for r in mine), 3),
+            "identified_among": sum(r["detected_among"] == language for r in mine),
+            "first_second_open": sum(r["first_second_open"] == language for r in mine),
+            "first_second_among": sum(r["first_second_among"] == language for r in mine),
         }
     long = [r for r in rows if r["duration_s"] >= MIN_ID_S]
     result = {
@@ -284,6 +300,14 @@ def main(argv: list[str] | None = None) -> None:
             f"| {s['error_auto']} | {s['error_held']} | x{s['detection_cost']} |"
         )
     print(f"\nidentified right (1.5 s or more): {result['identified_long_share']:.0%}")
+    print("\n| language | among those it speaks | its first second, any language | its first second, among |")
+    print("|---|---|---|---|")
+    for language, s in summary.items():
+        n = s["recordings"]
+        print(
+            f"| {language} | {s['identified_among']}/{n} | {s['first_second_open']}/{n}"
+            f" | {s['first_second_among']}/{n} |"
+        )
     if "conversation_summary" in result:
         print("\n| language, --language | error | replies in the language | endpoint p50 | voice-to-voice p50 |")
         print("|---|---|---|---|---|")
