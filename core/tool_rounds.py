@@ -147,8 +147,12 @@ class ToolRounds:
         again, with them (past ``max_tool_rounds``, without tools: it must answer in words)."""
         if r.speculative or not r.tool.round_over or r.tool.running:
             return []
-        if not r.tool.round_calls:  # its calls were all made up
-            return self.answer_in_words(r, t)
+        if not r.tool.round_calls:
+            # Its calls were all made up: the model is asked again as it was (at the commit, if the reply
+            # was speculative), without tools, and never sees them (told why, a 0.5B model read the
+            # refusal out to the person).
+            r.tool.rounds_refused += 1
+            return self._ask_again(r, t, None)
         uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
         said = r.generated[r.tool.round_text_from :].strip()
         r.messages = [
@@ -156,40 +160,27 @@ class ToolRounds:
             tool_calls_message(said, uses),
             *(tool_result_message(u, r.tool.results[u.call_id][1]) for u in uses),
         ]
-        r.tool.round += 1
         # A round whose calls were all refused unrun (a tool the model made up, arguments that do not
         # fit) does not count: told what was wrong, the model may try again, once.
         if r.tool.round_ran:
             r.tool.rounds_run += 1
         else:
             r.tool.rounds_refused += 1
+        again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
+        return self._ask_again(r, t, self.tools if again else None)
+
+    def _ask_again(self, r: Reply, t: float, tools: list[dict[str, Any]] | None) -> list[Command]:
+        """The next round of ``r``: its state anew, and the model asked with ``r.messages`` (and ``tools``)."""
+        r.tool.round += 1
         r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
         r.tool.round_calls, r.tool.results, r.tool.round_over, r.tool.round_ran = [], {}, False, False
-        r.tool.known_numbers = None
+        r.tool.made_up, r.tool.known_numbers = [], None
         r.tool.round_text_from = len(r.generated)
         r.tool.round_chunks = 0
-        again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
-        tools = self.tools if again else None
         r.tool.offered = tools is not None
         return [
             Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
             StartResponse(r.id, r.messages, tools=tools, round=r.tool.round),
-        ]
-
-    def answer_in_words(self, r: Reply, t: float) -> list[Command]:
-        """Every call of the round was made up: the model is asked again as it was (at the commit, if the
-        reply was speculative), without tools, and never sees the calls (told why, a 0.5B model read the
-        refusal out to the person)."""
-        r.tool.made_up = []
-        r.tool.round += 1
-        r.tool.rounds_refused += 1
-        r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
-        r.tool.round_over, r.tool.offered = False, False
-        r.tool.round_text_from = len(r.generated)
-        r.tool.round_chunks = 0
-        return [
-            Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
-            StartResponse(r.id, r.messages, tools=None, round=r.tool.round),
         ]
 
     def _dispatch(self, r: Reply, call: ToolCall, t: float) -> list[Command]:

@@ -72,6 +72,17 @@ async def test_a_grounded_call_with_numbers_nobody_said_is_never_run(speculate):
     assert session.history.turns[-1].text == "It is noon."
 
 
+async def test_a_made_up_call_beside_a_real_one_is_dropped_and_the_answer_ends_the_reply():
+    # The clock runs; the calculation nobody's numbers are in does not, and is not carried into the
+    # round after: the answer with the clock's result is the reply's last request.
+    replies = [[call("get_current_time"), call("calculate", '{"expression": "12 * 7"}', index=1)], "It is noon."]
+    session, llm, events = make(replies, load_tools(["builtin"]))
+    await run(session, QUESTION)
+    (ended,) = kinds(events, ToolCallEnd)
+    assert ended.call_id and kinds(events, ToolCallStart)[0].name == "get_current_time"
+    assert len(llm.requests) == 2 and session.history.turns[-1].text == "It is noon."
+
+
 async def test_a_call_that_does_not_fit_is_never_run_and_the_model_is_told_why():
     ran = []
 
