@@ -43,7 +43,7 @@ def numbers_in_words(text: str) -> list[float]:
                 found.append(total + current)  # "four fifty", "two two": a new number begins
                 total = current = 0.0
             current += value
-            found.append(float(_UNITS[word]))
+            found.append(float(value))
         elif word in _SCALES and (in_number or words[i - 1 : i] in (["a"], ["one"])):
             current = max(current, 1.0) * _SCALES[word]
             if _SCALES[word] >= 1000:
@@ -92,9 +92,5 @@ def made_up(arguments: object, said: list[str]) -> bool:
 
 
 def _is_said(number: str, said: list[str]) -> bool:
-    # "0.15" is fifteen percent; an argument written with more decimals than said still counts.
-    return (
-        given(number, said)
-        or any(abs(float(number) - float(s)) < 1e-9 for s in said)
-        or ("." in number and any(abs(float(number) * 100 - float(s)) < 1e-9 for s in said))
-    )
+    # Said as it is (or rounded to its decimals: core/faithful.py), or "0.15" for "fifteen percent".
+    return given(number, said) or ("." in number and any(abs(float(number) * 100 - float(s)) < 1e-9 for s in said))

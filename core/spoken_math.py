@@ -40,7 +40,7 @@ def has_math(text: str) -> bool:
 
 
 def spoken_math(text: str) -> str:
-    """``text`` with its LaTeX said as words; text without a backslash or a dollar is returned as it is."""
+    """``text`` with its LaTeX said as words; text with none (:func:`has_math`) is returned as it is."""
     if not has_math(text):
         return text
     text = _INLINE.sub(r" \1 ", text)
