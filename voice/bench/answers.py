@@ -40,7 +40,7 @@ from llm.base import LLM
 from voice.app.latency import percentile
 from voice.bench.answer_requests import CATEGORIES, REQUESTS, Request, score_facts, score_tool
 from voice.bench.common import ROOT, parser
-from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
+from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario, yes_and_no
 from voice.scenario.spec import Person, Scenario, Turn
 
 SHOP_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "shop_server.py"
@@ -187,9 +187,7 @@ async def judge_sense(judge: LLM, rows: list[dict[str, Any]]) -> None:
     for row in rows:
         if row["reply"]:
             text = SENSE_EXAMPLES + before + _asked(row["say"], row["reply"])
-            probabilities = await judge.next_token_probabilities(text)
-            yes = sum(p for token, p in probabilities.items() if token.strip().lower() == "yes")
-            no = sum(p for token, p in probabilities.items() if token.strip().lower() == "no")
+            yes, no = await yes_and_no(judge, text)
             row["sense"] = yes > no
         else:
             row["sense"] = False  # nothing said is no answer

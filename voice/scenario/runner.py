@@ -259,8 +259,14 @@ async def _judge(scenario: Scenario, judge: LLM, observed: Observed) -> dict[tup
     out: dict[tuple[int | None, str], Judgement] = {}
     for i, question, reply in asked:
         text = JUDGE_EXAMPLES + f'Reply: "{reply}"\nQuestion: {question}\nAnswer:'
-        probabilities = await judge.next_token_probabilities(text)
-        yes = sum(p for token, p in probabilities.items() if token.strip().lower() == "yes")
-        no = sum(p for token, p in probabilities.items() if token.strip().lower() == "no")
+        yes, no = await yes_and_no(judge, text)
         out[(i, question)] = Judgement(yes > no, f"yes {yes:.2f}, no {no:.2f}")
     return out
+
+
+async def yes_and_no(judge: LLM, text: str) -> tuple[float, float]:
+    """How likely the judge's next token after ``text`` is "yes", and "no" (however spaced or cased)."""
+    probabilities = await judge.next_token_probabilities(text)
+    yes = sum(p for token, p in probabilities.items() if token.strip().lower() == "yes")
+    no = sum(p for token, p in probabilities.items() if token.strip().lower() == "no")
+    return yes, no
