@@ -34,7 +34,7 @@ class EngineConfig:
     # voices are loaded at start (the others on their first reply): shell/voices.py.
     voices: VoiceTable = field(default_factory=VoiceTable)
     languages: tuple[str, ...] = ("en",)
-    llm_model: str = "smollm2-135m"
+    llm_model: str = models.DEFAULT_LLM
     # vLLM's tool parser for the embedded model's calls (None: the one its name is known to need;
     # a model without one cannot be offered tools).
     tool_parser: str | None = None

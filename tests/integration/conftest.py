@@ -16,6 +16,7 @@ from core.events import Event, event_from_json
 from shell.clock import MonotonicClock, VirtualClock
 from shell.config import SessionConfig
 from shell.engines import EngineConfig, Engines, load_engines
+from shell.models import FASTEST_LLM
 from shell.session import Session
 from shell.tools import Tools
 from transport.files import load_audio
@@ -26,7 +27,9 @@ E = TypeVar("E", bound=Event)
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def engines() -> Engines:
-    eng = await asyncio.to_thread(load_engines, EngineConfig())
+    """The session's engines, on the fastest bundled model: these tests check what is heard and
+    when; what the default model says is measured by ``voice.bench answers``."""
+    eng = await asyncio.to_thread(load_engines, EngineConfig(llm_model=FASTEST_LLM))
     yield eng
     await eng.aclose()
 

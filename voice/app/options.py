@@ -157,7 +157,7 @@ OPTIONS: tuple[Option, ...] = (
     opt(
         "--llm-model",
         default=None,
-        help="embedded LLM: smollm2-135m (the default), qwen2.5-coder-0.5b (the default with --tools) or a folder",
+        help="embedded LLM: qwen2.5-coder-0.5b (the default: it can call tools), smollm2-135m (fastest) or a folder",
     ),
     opt(
         "--tools",

@@ -147,10 +147,7 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
             raise UsageError(f"--tools: {e}") from None
     if mcp_specs(args) and tools is None:
         tools = Tools()  # filled by the MCP servers once they are started (Runtime)
-    # SmolLM2-135M answers in English only; Qwen2.5-Coder-0.5B in the person's language too.
-    llm_model = args.llm_model or (
-        "qwen2.5-coder-0.5b" if tools is not None or args.language != "en" else "smollm2-135m"
-    )
+    llm_model = args.llm_model or models.DEFAULT_LLM
     if tools is not None and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
         raise UsageError(
             f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
