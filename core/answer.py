@@ -13,7 +13,8 @@ a request, kept apart from the reply's course (:mod:`core.reply_flow`) that foll
 
 from __future__ import annotations
 
-from core.commands import Command, Emit, Goodbye, StartResponse, TranscribeFinal
+from core.asking import Asking
+from core.commands import Command, Emit, Goodbye, TranscribeFinal
 from core.events import AsrFinal, ResponseStart, SpeechEnd, SpeechStart
 from core.floor import Floor, State
 from core.goodbye import is_goodbye
@@ -45,7 +46,7 @@ class Answering:
         self.tool_rounds = tool_rounds
         self.over = over
         self.flow = flow
-        self.system_prompt = system_prompt
+        self.asking = Asking(floor, tool_rounds, system_prompt)
         self.early_final_s = early_final_s
         self._early: EarlyFinal | None = None
         self._paused_end: float | None = None  # the person is in a pause after speech that ended here
@@ -246,18 +247,6 @@ class Answering:
             self.floor.history.add(Turn("user", text, t_start=onset, t_end=end))
         return out
 
-    def messages(self, text: str) -> list[dict[str, str]]:
-        """The LLM request that answers ``text``: the conversation so far, then it. In a language
-        other than English the system prompt says which, and that the answer is in it: the reply
-        follows the person's last utterance (the messages differ, so a speculation started in
-        another language is not committed)."""
-        prompt = self.system_prompt
-        language = self.floor.language.current
-        if language.code != "en":
-            said = f"The person speaks {language.name}: always answer in {language.name}."
-            prompt = f"{prompt} {said}" if prompt else said
-        return [*self.floor.history.messages(prompt), {"role": "user", "content": text}]
-
     def answer(self, utterance: int, text: str, onset: float, end: float, t: float) -> list[Command]:
         """Answer the person's final ``text`` (and any said before it that is still unanswered)."""
         f = self.floor
@@ -269,7 +258,7 @@ class Answering:
             if (
                 spec.utterance == utterance
                 and same_words(spec.user_text, text)
-                and spec.messages[:-1] == self.messages(text)[:-1]
+                and spec.messages[:-1] == self.asking.messages(text)[:-1]
             ):
                 spec.user_text = text
                 return self.commit(spec, onset, end, t)
@@ -278,8 +267,8 @@ class Answering:
         waiting, f.waiting = f.waiting, []
         for _, said, said_onset, said_end in waiting:
             f.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
-        messages = self.messages(text)
-        f.history.add(Turn("user", text, t_start=onset, t_end=end, extra=self._said_in()))
+        messages = self.asking.messages(text)
+        f.history.add(Turn("user", text, t_start=onset, t_end=end, extra=self.asking.said_in()))
         answered = " ".join([*(w[1] for w in waiting), text])
         r = f.response = self.flow.new_response(answered, t)
         r.messages = messages
@@ -287,7 +276,7 @@ class Answering:
         return [
             *out,
             Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
-            StartResponse(r.id, messages, tools=self.tool_rounds.tools),
+            *self.asking.first_request(r, answered, self.flow.steps, t),
             *self._goodbye(r, answered),
             *self.over.hold_for_later_speech(r, utterance, t),
         ]
@@ -306,23 +295,20 @@ class Answering:
             or f.response is not None
             or f.waiting
             or f.transcribing
+            or self.asking.collecting()  # its request waits for what the person's turn is found to say
+            or self.asking.heard_transition(text) is not None  # the flow moves on: not the model's to answer
         ):
             return []
         r = self.flow.new_response(text, t)
-        return self.spec.start(r, utterance, end, self.messages(text), self.tool_rounds.tools)
+        return self.spec.start(r, utterance, end, self.asking.messages(text), self.tool_rounds.offered())
 
     def commit(self, r: Reply, onset: float, end: float, t: float) -> list[Command]:
         """The endpoint, on the transcript ``r`` was started on: it becomes the reply, from now on."""
         f = self.floor
-        f.history.add(Turn("user", r.user_text, t_start=onset, t_end=end, extra=self._said_in()))
+        f.history.add(Turn("user", r.user_text, t_start=onset, t_end=end, extra=self.asking.said_in()))
         out = self.spec.commit(t)
         f.response = r
         f.state = State.THINKING
         out += self.tool_rounds.run_held(r, t)  # its calls run now that it is the reply
         out += self._goodbye(r, r.user_text)
         return out + self.tool_rounds.next_round(r, t) + self.flow.maybe_finish(r, t)
-
-    def _said_in(self) -> dict[str, str]:
-        """What a stored turn of the person's keeps of its language (nothing while held to English)."""
-        code = self.floor.language.reported
-        return {"language": code} if code else {}

@@ -46,6 +46,17 @@ class StartResponse:
 
 
 @dataclass(frozen=True)
+class Extract:
+    """Ask the model what the person said of the step's fields (core/collecting.py): ``messages``,
+    its answer held to the JSON ``schema``; answer with :meth:`Conversation.extracted` (reply
+    ``response`` waits for it)."""
+
+    response: int
+    messages: list[dict[str, Any]]
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class RunTool:
     """Check ``call`` against its tool and run it; answer with :meth:`Conversation.tool_finished`
     (a call whose tool is unknown or whose arguments do not fit is answered as an error, unrun)."""
@@ -122,6 +133,14 @@ class Goodbye:
 
 
 @dataclass(frozen=True)
+class EndConversation:
+    """The agent's flow reached a step that ends the conversation: it ends once reply ``response``
+    was heard whole (core/flow.py)."""
+
+    response: int
+
+
+@dataclass(frozen=True)
 class Emit:
     """Tell the observers (the log, the metrics, the clients) that ``event`` happened."""
 
@@ -131,6 +150,7 @@ class Emit:
 Command = (
     TranscribeFinal
     | StartResponse
+    | Extract
     | CommitSpeculation
     | DiscardSpeculation
     | Synthesize
@@ -141,5 +161,6 @@ Command = (
     | RunTool
     | StopTools
     | Goodbye
+    | EndConversation
     | Emit
 )

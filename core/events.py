@@ -25,8 +25,10 @@ included (``playback_paused`` before the speech is confirmed has
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Literal
+
+from core.event_base import Event, optional, rounded
 
 # Why a reply was cut: the person's words, the client's cancel, the client's
 # truncate, the connection closing.
@@ -41,53 +43,6 @@ EndOfTurnDecision = Literal["end", "wait", "hold", "stale", "failed"]
 # transcript at the endpoint (or the conversation it was asked with) is not the
 # one it was started on, its LLM request failed, the session ended.
 DiscardReason = Literal["speech", "transcript", "failed", "closed"]
-
-
-def rounded(digits: int) -> Any:
-    """A number kept (and logged) to ``digits`` decimals."""
-    return field(metadata={"digits": digits})
-
-
-def optional(default: Any = None, digits: int | None = None) -> Any:
-    """A field left out of the JSON while it holds ``default``."""
-    return field(default=default, metadata={"optional": True, "digits": digits})
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something that happened at ``t``, seconds on the session's timeline."""
-
-    type: ClassVar[str] = ""
-    t: float = rounded(4)
-
-    def __post_init__(self) -> None:
-        for name, digits, _ in _layout(type(self)):
-            value = getattr(self, name)
-            if digits is not None and value is not None:
-                object.__setattr__(self, name, round(value, digits))
-
-    def to_json(self) -> dict[str, Any]:
-        """The event as its JSON object: ``t``, ``type``, then the fields."""
-        out: dict[str, Any] = {"t": self.t, "type": self.type}
-        for name, _, omit in _layout(type(self))[1:]:
-            value = getattr(self, name)
-            if omit is MISSING or value != omit:
-                out[name] = value
-        return out
-
-
-_LAYOUTS: dict[type[Event], tuple[tuple[str, int | None, Any], ...]] = {}
-
-
-def _layout(cls: type[Event]) -> tuple[tuple[str, int | None, Any], ...]:
-    """Each field's name, its decimals (None: as it is) and the value it is left out at (MISSING: never)."""
-    layout = _LAYOUTS.get(cls)
-    if layout is None:
-        layout = _LAYOUTS[cls] = tuple(
-            (f.name, f.metadata.get("digits"), f.default if f.metadata.get("optional") else MISSING)
-            for f in fields(cls)
-        )
-    return layout
 
 
 # -- the person --------------------------------------------------------------
@@ -304,6 +259,38 @@ class ResponseContinued(Event):
     round: int
 
 
+@dataclass(frozen=True)
+class StepEntered(Event):
+    """The agent's flow moved from step ``previous`` to ``step`` (core/flow.py), in reply ``response``
+    (0: not in a reply: the start, or a resumed conversation)."""
+
+    type: ClassVar[str] = "step_entered"
+    step: str
+    previous: str
+    response: int
+
+
+@dataclass(frozen=True)
+class Collected(Event):
+    """What reply ``response``'s extraction found the person said of the step's fields (kept in the
+    state), and the values it gave that they did not say (``dropped``: made up, asked for again)."""
+
+    type: ClassVar[str] = "collected"
+    response: int
+    values: dict[str, Any]
+    dropped: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Transfer(Event):
+    """The agent hands the conversation to ``to`` (a number or a SIP address) once reply ``response``
+    was heard: the client (or the phone line) carries it out."""
+
+    type: ClassVar[str] = "transfer"
+    to: str
+    response: int
+
+
 # -- speculation ---------------------------------------------------------------
 
 
@@ -448,6 +435,9 @@ EVENTS: dict[str, type[Event]] = {
         ToolCallEnd,
         AwaitingTools,
         ResponseContinued,
+        StepEntered,
+        Collected,
+        Transfer,
         LlmDone,
         PlaybackStart,
         PlaybackEnd,

@@ -110,7 +110,7 @@ class History:
         except Exception:
             log.exception("history listener failed on a turn %s", what)
 
-    def messages(self, system_prompt: str | None) -> list[dict[str, Any]]:
+    def messages(self, system_prompt: str | None, since: int = 0, opening: bool = True) -> list[dict[str, Any]]:
         """Chat messages for the next LLM request.
 
         Tool turns of one reply that follow each other become the assistant's message that
@@ -122,14 +122,21 @@ class History:
         the system message, not as the conversation's first message: opened by an
         assistant message, Qwen2.5-Coder-0.5B called no tool at all (0 of 5 spoken requests
         that needed one; it made up the time), and with the opening in the system message
-        it called 3 of the same 5, as it does with no opening."""
-        turns = self.turns
+        it called 3 of the same 5, as it does with no opening.
+
+        ``since``: the first turn the context holds (an agent's step that starts anew); a call
+        is never cut from its result, so the tool turns there are skipped. ``opening=False``:
+        the opening is left out (an agent's flow said it, word for word: told it, the 0.5B
+        model said it again in place of its answers)."""
+        turns = self.turns[since:]
+        while since and turns and turns[0].tool is not None and turns[0].role == "tool":
+            turns = turns[1:]
         i = 0
         while i < len(turns) and turns[i].role == "assistant" and turns[i].tool is None:
             i += 1
-        opening = " ".join(f'"{t.text}"' for t in turns[:i] if t.text)
-        if opening:
-            said = f"You opened the conversation by saying {opening}."
+        opened = " ".join(f'"{t.text}"' for t in turns[:i] if t.text) if opening else ""
+        if opened:
+            said = f"You opened the conversation by saying {opened}."
             system_prompt = f"{system_prompt} {said}" if system_prompt else said
         out: list[dict[str, Any]] = []
         if system_prompt:
@@ -148,6 +155,11 @@ class History:
             out += [tool_result_message(u.tool, u.text) for u in turns[i:j] if u.tool is not None]
             i = j
         return out
+
+    def last_user_turn(self) -> int:
+        """The index of the person's last turn (the number of turns if none): where the current turn
+        begins, which a step whose context starts anew still holds."""
+        return next((i for i in range(len(self.turns) - 1, -1, -1) if self.turns[i].role == "user"), len(self.turns))
 
     def to_json(self) -> list[dict[str, Any]]:
         return [t.to_json() for t in self.turns]

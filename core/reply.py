@@ -49,6 +49,9 @@ class ToolState:
     result_said: bool = False  # a result was said in place of words that misread it (core/faithful.py)
     made_up: list[ToolCall] = field(default_factory=list)  # this round's calls dropped unrun (core/grounded.py)
     known_numbers: list[str] | None = None  # what this round's request held (core/faithful.py), read once
+    steps_entered: int = 0  # the flow's steps entered when this reply last looked (core/flow.py)
+    steps_moved: int = 0  # transitions this reply made
+    step_call: bool = False  # this round is the call a step makes on entry (``call:``)
 
 
 @dataclass

@@ -13,6 +13,7 @@ the reply (:mod:`core.over_reply`), which only pause it, cut it, or let it end.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from core.commands import Command, Emit
 from core.events import LlmDone, LlmFirstToken, PlaybackStart, ResponseStart, ToolCallEnd, TtsChunk
@@ -23,6 +24,7 @@ from core.reply import Reply
 from core.reply_length import ReplyLength, ends_sentence
 from core.sentences import SentenceGrouper
 from core.speculation import Speculation
+from core.steps import Steps
 from core.tool_calls import ToolCall, ToolCallDelta
 from core.tool_rounds import ToolRounds
 from core.truncation import HeardReplies
@@ -46,6 +48,7 @@ class ReplyFlow:
         self.length = length or ReplyLength(max_sentences=None)
         self.spec = spec
         self.tool_rounds = tool_rounds
+        self.steps = Steps(tool_rounds, floor.history)
         self.heard_replies = heard_replies
         self.output_rate = output_rate
         # The first chunk may end before a conjunction once it has this many words (None: never).
@@ -150,6 +153,11 @@ class ReplyFlow:
         if r is None or call.id not in r.tool.running:
             return out  # a reply already cut: the result is kept, nobody waits for it
         return out + self.tool_rounds.result(r, call, status, result, ran, t)
+
+    def extracted(self, response: int, values: dict[str, Any], t: float) -> list[Command]:
+        """What reply ``response``'s extraction found of the step's fields (core/steps.py)."""
+        r = self.current(response)
+        return [] if r is None else self.steps.extracted(r, values, t)
 
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked: now if the floor is free, else once it is."""

@@ -18,11 +18,13 @@ whether the floor allows a filler; this module decides what the reply's tools do
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.commands import Command, Emit, RunTool, StartResponse
 from core.events import AwaitingTools, ResponseContinued, ToolCallStart
 from core.faithful import numbers_given, numbers_in, read_back
+from core.flow import FlowRun
 from core.grounded import made_up, recent_texts, said_numbers
 from core.history import ToolStatus, ToolUse, tool_calls_message, tool_result_message
 from core.reply import Reply
@@ -50,11 +52,29 @@ class ToolRounds:
         self.max_tool_rounds = max_tool_rounds
         self.filler = filler
         self.filler_delay_s = filler_delay_s
+        # The agent's flow (None: one prompt, every tool offered); in a flow, each step offers its own.
+        self.flow: FlowRun | None = None
+        # The request for the step just entered, from the history, and what a reply does on entering
+        # a step (core/steps.py): both the conversation's, set by it.
+        self.restate: Callable[[], list[dict[str, Any]]] = lambda: []
+        self.on_step_entered: Callable[[Reply, float], list[Command]] = lambda r, t: []
+        self.on_step_call: Callable[[Reply, float], list[Command]] = lambda r, t: []
+
+    def offered(self, functions: bool = True) -> list[dict[str, Any]] | None:
+        """The tool specs offered now: every one given, or in a flow the step's tools and (with
+        ``functions``) the flow's own functions, its transitions."""
+        flow = self.flow
+        if flow is None:
+            return self.tools
+        names = set(flow.tool_names())
+        specs = [s for s in self.tools or [] if s["function"]["name"] in names]
+        return (specs + (flow.function_specs() if functions else [])) or None
 
     def start(self, r: Reply) -> None:
         """A new reply: its first round's calls are numbered from its id; tools offered if any."""
         r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_0_")
-        r.tool.offered = self.tools is not None
+        r.tool.offered = self.offered() is not None
+        r.tool.steps_entered = self.flow.entered if self.flow is not None else 0
 
     def call_delta(self, r: Reply, delta: ToolCallDelta, t: float) -> list[Command]:
         """A piece of a tool call the model is writing: the call goes to its tool once whole."""
@@ -152,7 +172,7 @@ class ToolRounds:
             # was speculative), without tools, and never sees them (told why, a 0.5B model read the
             # refusal out to the person).
             r.tool.rounds_refused += 1
-            return self._ask_again(r, t, None)
+            return self.ask_again(r, t, None)
         uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
         said = r.generated[r.tool.round_text_from :].strip()
         r.messages = [
@@ -160,6 +180,10 @@ class ToolRounds:
             tool_calls_message(said, uses),
             *(tool_result_message(u, r.tool.results[u.call_id][1]) for u in uses),
         ]
+        if r.tool.step_call:
+            return self.on_step_call(r, t)
+        if self.flow is not None and self.flow.entered != r.tool.steps_entered:
+            return self.on_step_entered(r, t)
         # A round whose calls were all refused unrun (a tool the model made up, arguments that do not
         # fit) does not count: told what was wrong, the model may try again, once.
         if r.tool.round_ran:
@@ -167,21 +191,32 @@ class ToolRounds:
         else:
             r.tool.rounds_refused += 1
         again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
-        return self._ask_again(r, t, self.tools if again else None)
+        return self.ask_again(r, t, self.offered() if again else None)
 
-    def _ask_again(self, r: Reply, t: float, tools: list[dict[str, Any]] | None) -> list[Command]:
+    def ask_again(self, r: Reply, t: float, tools: list[dict[str, Any]] | None) -> list[Command]:
         """The next round of ``r``: its state anew, and the model asked with ``r.messages`` (and ``tools``)."""
+        self._new_round(r)
+        r.tool.offered = tools is not None
+        return [
+            Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
+            StartResponse(r.id, r.messages, tools=tools, round=r.tool.round),
+        ]
+
+    def call_for_step(self, r: Reply, name: str, t: float) -> list[Command]:
+        """A step calls tool ``name`` itself on entry (``call:``), without arguments (the tool reads the
+        state): a round of its own, whose result the model is then asked to tell."""
+        self._new_round(r)
+        call = ToolCall(0, f"call_{r.id}_{r.tool.round}_step", name, "{}")
+        r.tool.round_calls, r.tool.round_over, r.tool.step_call = [call], True, True
+        return self._run_call(r, call, t)
+
+    def _new_round(self, r: Reply) -> None:
         r.tool.round += 1
         r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
         r.tool.round_calls, r.tool.results, r.tool.round_over, r.tool.round_ran = [], {}, False, False
         r.tool.made_up, r.tool.known_numbers = [], None
         r.tool.round_text_from = len(r.generated)
         r.tool.round_chunks = 0
-        r.tool.offered = tools is not None
-        return [
-            Emit(ResponseContinued(t, response=r.id, round=r.tool.round)),
-            StartResponse(r.id, r.messages, tools=tools, round=r.tool.round),
-        ]
 
     def _dispatch(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
         """``call`` is whole: it runs now, or at the commit of a speculative reply; a made-up call

@@ -9,6 +9,9 @@ to the words heard by then, or removed if none was. Truncation only ever shorten
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from core.commands import CancelResponse, Command, Emit, StopTools
 from core.events import BargeIn, BargeInReason, PlaybackEnd, PlaybackStopped, Truncate, TurnEnd
 from core.history import History, Turn
@@ -25,6 +28,9 @@ class HeardReplies:
     def __init__(self, history: History, output_rate: int) -> None:
         self.history = history
         self.output_rate = output_rate
+        # What an assistant turn keeps besides its words: in an agent's flow, the step and state it
+        # left the conversation in, where a resumed one goes on (set by the conversation).
+        self.extra: Callable[[], dict[str, Any]] = dict
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies: ledger, stored turn
 
     def cut(self, r: Reply, hold: Hold, t: float, reason: BargeInReason) -> list[Command]:
@@ -57,6 +63,7 @@ class HeardReplies:
                     generated_text=r.generated,
                     interrupted=True,
                     response=r.id,
+                    extra=self.extra(),
                 )
             )
         out.append(Emit(TurnEnd(t, response=r.id, text=heard, interrupted=True)))
@@ -79,6 +86,7 @@ class HeardReplies:
                     t_end=t,
                     generated_text=r.generated,
                     response=r.id,
+                    extra=self.extra(),
                 )
             )
         out.append(Emit(TurnEnd(t, response=r.id, text=spoken)))

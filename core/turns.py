@@ -58,6 +58,7 @@ from core.commands import Command
 from core.endpointing import OnsetDropped, SpeechOnset
 from core.events import BargeInReason
 from core.floor import Floor, State
+from core.flow import FlowRun
 from core.hearing import Ended, Heard, SpeechContinues, SpeechPaused
 from core.history import History, ToolStatus
 from core.language import ConversationLanguage, Detected, LanguageConfig
@@ -93,18 +94,19 @@ class Conversation:
         language: LanguageConfig | None = None,
         person: PersonLevel | None = None,
         reply_length: ReplyLength | None = None,
+        flow: FlowRun | None = None,
     ) -> None:
-        """``early_final_s``: silence after which the final ASR pass starts,
-        before the endpoint (None: only at the endpoint). If the person goes on
-        speaking its answer is dropped; if not, the endpoint finds the
-        transcript ready or on its way, the hangover's wait spent on the ASR.
+        """``early_final_s``: silence after which the final ASR pass starts, before the endpoint
+        (None: only at the endpoint). If the person goes on speaking its answer is dropped; if not,
+        the endpoint finds the transcript ready or on its way, the hangover's wait spent on the ASR.
         ``speculation``: the budget of speculative replies over all sessions
         (None: the reply starts at the endpoint); see the module's docstring.
         ``tools``: the specs of the tools offered to the model (None: none); a reply
         asks the model at most ``max_tool_rounds`` times with them, then once more without.
         ``filler``: said once a reply when tools have kept it quiet ``filler_delay_s`` (None: never).
         ``language``: the language spoken (None: English); ``person``: their loudness, learnt here;
-        ``reply_length``: how much of a reply is said (None: all of it)."""
+        ``reply_length``: how much of a reply is said (None: all of it); ``flow``: the agent's steps
+        (None: one prompt, every tool offered), whose functions the shell answers as tools."""
         self._floor = Floor(history if history is not None else History(), language=ConversationLanguage(language))
         self._tool_rounds = ToolRounds(tools, max_tool_rounds, filler, filler_delay_s)
         self._spec = Speculation(speculation)
@@ -118,6 +120,10 @@ class Conversation:
         )
         self._over.finish = self._flow.maybe_finish
         self._flow.answer = self._turn.answer
+        self._tool_rounds.flow, self._tool_rounds.restate = flow, self._turn.asking.step_messages
+        self._tool_rounds.on_step_entered = self._flow.steps.entered
+        self._tool_rounds.on_step_call = self._flow.steps.call_done
+        heard_replies.extra = flow.snapshot if flow is not None else dict
 
     def offer_tools(
         self, specs: list[dict[str, Any]] | None, servers: dict[str, str], grounded: Iterable[str] = ()
@@ -139,10 +145,6 @@ class Conversation:
         return self._floor.history
 
     @property
-    def policy(self) -> BargeInPolicy:
-        return self._over.policy
-
-    @property
     def user_level_db(self) -> float | None:
         """The person's loudness in the turns answered so far (dB; None: none yet)."""
         return self._over.person.db
@@ -150,19 +152,11 @@ class Conversation:
     @property
     def system_prompt(self) -> str | None:
         """The instructions the model reads first; the shell may set them (a Realtime session.update)."""
-        return self._turn.system_prompt
+        return self._turn.asking.system_prompt
 
     @system_prompt.setter
     def system_prompt(self, prompt: str | None) -> None:
-        self._turn.system_prompt = prompt
-
-    @property
-    def early_final_s(self) -> float | None:
-        return self._turn.early_final_s
-
-    @property
-    def first_phrase_min_words(self) -> int | None:
-        return self._flow.first_phrase_min_words
+        self._turn.asking.system_prompt = prompt
 
     @property
     def output_rate(self) -> int:
@@ -193,9 +187,7 @@ class Conversation:
         ``t`` on the session's clock: the speech edges, each frame inside an utterance, the
         endpoint. ``PartialDue`` and ``CheckEndOfTurn`` ask for engine work, not a turn-taking
         decision: the shell runs them itself; given one, this returns [] and changes nothing.
-
-        Each edge is dated as the shell dated it before this method existed: a voiced frame
-        by its own time, the other edges by ``t``, when the session heard of them."""
+        A voiced frame is dated by its own time, the other edges by ``t``, when the session heard of them."""
         if isinstance(heard, SpeechContinues):
             return self.speech_continues(heard.t)
         if isinstance(heard, SpeechPaused):
@@ -326,6 +318,10 @@ class Conversation:
         waiting for it, the model is asked again once the round's calls all have theirs.
         ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit)."""
         return self._flow.tool_finished(response, call, status, result, duration_s, t, ran)
+
+    def extracted(self, response: int, values: dict[str, Any], t: float) -> list[Command]:
+        """What reply ``response``'s ``Extract`` found the person said of the step's fields ({}: none)."""
+        return self._flow.extracted(response, values, t)
 
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.

@@ -64,10 +64,15 @@ class LLM(Protocol):
     name: str
 
     def stream(
-        self, messages: list[dict[str, Any]], request_id: str, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        request_id: str,
+        tools: list[dict[str, Any]] | None = None,
+        json_schema: dict[str, Any] | None = None,
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         """The reply's text; with ``tools`` (OpenAI function specs) the model may call them, and
-        its calls come as :class:`~core.tool_calls.ToolCallDelta` pieces, never as text."""
+        its calls come as :class:`~core.tool_calls.ToolCallDelta` pieces, never as text; with
+        ``json_schema`` (and no tools) the text is JSON held to that schema (structured output)."""
         ...
 
     async def next_token_probabilities(self, text: str, k: int = TOP_TOKENS) -> dict[str, float]:

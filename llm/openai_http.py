@@ -71,6 +71,7 @@ class OpenAIChatClient:
         prefix: str | None = None,
         max_tokens: int | None = None,
         tools: list[dict[str, Any]] | None = None,
+        json_schema: dict[str, Any] | None = None,
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         """Stream the reply to ``messages``; with ``prefix``, only what follows that partial reply.
 
@@ -101,6 +102,11 @@ class OpenAIChatClient:
             if tools:
                 body["tools"] = tools
                 body["tool_choice"] = "auto"
+            if json_schema is not None:  # OpenAI's structured output, which vLLM servers take too
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "fields", "schema": json_schema},
+                }
             if prefix:
                 # vLLM renders the final assistant message open-ended (no end-of-turn
                 # token) and generates its continuation; the stream holds only the new text.

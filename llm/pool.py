@@ -186,7 +186,11 @@ class LLMPool:
         return [dataclasses.asdict(r) for r in self.router.replicas]
 
     async def stream(
-        self, messages: list[dict[str, Any]], request_id: str | None = None, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        request_id: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        json_schema: dict[str, Any] | None = None,
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         """One reply, on the least-loaded healthy replica; finished on another if that one fails
         (not once it has begun a tool call: a call's pieces cannot be continued elsewhere, and
@@ -207,9 +211,16 @@ class LLMPool:
             client = self.clients[i]
             if said:
                 log.warning("continuing a reply on %s after %d tokens", client.base_url, tokens)
-                inner = client.stream(messages, request_id, prefix=said, max_tokens=g.max_tokens - tokens, tools=tools)
+                inner = client.stream(
+                    messages,
+                    request_id,
+                    prefix=said,
+                    max_tokens=g.max_tokens - tokens,
+                    tools=tools,
+                    json_schema=json_schema,
+                )
             else:
-                inner = client.stream(messages, request_id, tools=tools)
+                inner = client.stream(messages, request_id, tools=tools, json_schema=json_schema)
             self.router.acquire(i)
             failed = False
             try:

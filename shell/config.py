@@ -9,6 +9,7 @@ from core.barge_in import BargeInPolicy
 from core.call import CallConfig
 from core.end_of_turn import EndOfTurnConfig
 from core.endpointing import EndpointConfig
+from core.flow import Flow
 from core.language import LanguageConfig
 from core.near_speech import NearSpeechConfig
 from core.partials import PartialConfig
@@ -86,3 +87,6 @@ class SessionConfig:
     filler_delay_s: float = 1.0
     # A phone call: a greeting before the caller speaks, and what is done when the line goes quiet (None: not a call).
     call: CallConfig | None = None
+    # The agent's steps (--agent FILE; core/flow.py): each step's instructions, tools and functions
+    # in place of system_prompt (None: one prompt, every tool offered).
+    flow: Flow | None = None

@@ -46,6 +46,11 @@ class PhoneLine:
         self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
 
+    def greet(self, text: str) -> None:
+        """Say ``text`` at the first block, before the person speaks (an agent's first step), in place
+        of a call's greeting."""
+        self._greeting = text
+
     def due(self, now: float) -> None:
         """Once a block, before the core's own tick: a call's greeting and its quiet line, timers due."""
         if self._greeting:  # the assistant speaks first, without waiting for the caller

@@ -49,6 +49,8 @@ from core.commands import (
     CommitSpeculation,
     DiscardSpeculation,
     Emit,
+    EndConversation,
+    Extract,
     Goodbye,
     PausePlayback,
     ResumePlayback,
@@ -60,7 +62,7 @@ from core.commands import (
 )
 from core.echo_gate import EchoGate
 from core.end_of_turn import CheckEndOfTurn
-from core.events import Error, Event
+from core.events import Error, Event, StepEntered
 from core.hearing import FRAME_S, Heard, Hearing, PartialDue
 from core.history import History
 from core.near_speech import NearSpeech, PersonLevel
@@ -72,6 +74,7 @@ from shell.config import SessionConfig
 from shell.denoising import Denoise, Denoising
 from shell.device import AudioDevice, UncontrolledSpeaker
 from shell.engines import Engines
+from shell.flow_functions import FlowFunctions, resumed_run
 from shell.heard_audio import HeardAudio
 from shell.listening import Listening
 from shell.phone_line import PhoneLine
@@ -113,7 +116,9 @@ class Session:
         ``lockstep=True`` is for virtual time: engine work is taken as instant, so each
         stage finishes what it was given before the stage upstream goes on (a chunk is
         synthesized before the next LLM delta is read). The order of events then no
-        longer depends on the machine. ``tools``: what the model may call (None: nothing)."""
+        longer depends on the machine. ``tools``: what the model may call (None: nothing). With
+        an agent's steps (``config.flow``) a resumed ``history`` goes on at the step and with the
+        state its last turn stored."""
         self.engines = engines
         self.tools = tools  # may be empty yet, and filled by an MCP server's listing
         self.clock = clock
@@ -122,8 +127,10 @@ class Session:
         self.lockstep = lockstep
         self._on_event = on_event or (lambda e: None)
         self.errors: list[str] = []
-        prompt = cfg.system_prompt
-        if self.tools and cfg.tools_prompt:
+        flow = cfg.flow
+        self.flow, resumed = resumed_run(flow, history or History()) if flow is not None else (None, False)
+        prompt = cfg.system_prompt if flow is None else None  # in a flow, the agent's role and steps say it
+        if (self.tools or flow is not None) and cfg.tools_prompt:
             prompt = f"{prompt} {cfg.tools_prompt}" if prompt else cfg.tools_prompt
         person = PersonLevel()  # learnt by the conversation, compared with by the hearing
         self.conversation = c = Conversation(
@@ -142,6 +149,7 @@ class Session:
             person=person,
             # The engine's token cap: a reply that reaches it was cut mid-sentence.
             reply_length=replace(cfg.reply_length, token_cap=_token_cap(engines.llm)),
+            flow=self.flow,
         )
         if cfg.end_of_turn is not None and engines.smart_turn is None:
             raise ValueError("end-of-turn decisions need the end-of-turn model: load it (EngineConfig.smart_turn)")
@@ -178,7 +186,15 @@ class Session:
         )  # fmt: skip
         self._speaking = Speaking(engines, clock, c, self._playout, work, run, emit, error, lockstep, f"{id(self):x}")
         self._line = PhoneLine(cfg.call, clock, c, self._playout, run, busy=_weakly(self._in_use))
-        self._tools = ToolRunner(self.tools, clock, c, run, SessionToolContext(self._line), cfg.client_tool_timeout_s)
+        functions = FlowFunctions(self.flow, c.history) if self.flow is not None else None
+        self._tools = ToolRunner(
+            self.tools, clock, c, run, SessionToolContext(self._line, self.flow), cfg.client_tool_timeout_s, functions
+        )
+        if self.flow is not None:
+            self._emit(StepEntered(clock.now(), step=self.flow.step_name, previous="", response=0))
+            opening = self.flow.entry_text()
+            if opening and not resumed:
+                self._line.greet(opening)
         self.ended = self._line.ended
         # Every command the core can give, and who carries it out (a type missing here is an error).
         self.handlers: dict[type, Callable[[Any], None]] = {
@@ -186,6 +202,7 @@ class Session:
             TranscribeFinal: self._listening.transcribe_final,
             CheckInterruption: self._listening.check_interruption,
             StartResponse: self._speaking.start,
+            Extract: self._speaking.extract,
             CommitSpeculation: self._speaking.commit,
             DiscardSpeculation: self._speaking.discard,
             Synthesize: self._speaking.synthesize,
@@ -195,6 +212,7 @@ class Session:
             RunTool: self._tools.run_tool,
             StopTools: self._tools.stop_tools,
             Goodbye: _weakly(self._goodbye),
+            EndConversation: _weakly(self._end_conversation),
         }
 
     @property
@@ -370,6 +388,11 @@ class Session:
         if self.config.end_on_goodbye and can_end:
             log.info("the person said goodbye: the conversation ends after reply %d", cmd.response)
             self._line.end_after_reply()
+
+    def _end_conversation(self, cmd: EndConversation) -> None:
+        """The agent's flow reached its end: the conversation ends once the reply has been heard."""
+        log.info("the agent's flow ended the conversation: it ends after reply %d", cmd.response)
+        self._line.end_after_reply()
 
     def _error(self, where: str, message: str) -> None:
         self.errors.append(f"{where}: {message}")

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from core.commands import Command, CommitSpeculation, DiscardSpeculation, StartResponse, Synthesize
+from core.commands import Command, CommitSpeculation, DiscardSpeculation, Extract, StartResponse, Synthesize
 from core.events import Event, LlmCancelled, TtsCancelled
 from core.playout import Playout
 from core.tool_calls import ToolCallDelta
 from core.turns import Conversation
 from shell.clock import Clock
 from shell.engines import Engines
+from shell.tools.arguments import SchemaArguments
 from shell.work import Serves, Work
 
 
@@ -71,6 +72,9 @@ class Speaking:
         if cmd.speculative:
             self.held[cmd.response] = []
         self._llm_tasks[cmd.response] = self._work.spawn(self._generate(cmd))
+
+    def extract(self, cmd: Extract) -> None:
+        self._llm_tasks[cmd.response] = self._work.spawn(self._extract(cmd))
 
     def commit(self, cmd: CommitSpeculation) -> None:
         for audio in self.held.pop(cmd.response, []):
@@ -148,6 +152,29 @@ class Speaking:
             await stream.aclose()
             self._llm_tasks.pop(cmd.response, None)
         self._run(self.conversation.llm_done(cmd.response, self.clock.now(), error))
+
+    async def _extract(self, cmd: Extract) -> None:
+        """What the person said of the step's fields: the model's JSON, held to the schema while it
+        is written and checked by the one argument checker once whole ({}: it failed, said why)."""
+        request_id = f"{self._request_prefix}-{cmd.response}.fields"
+        stream = self._work.call(
+            Serves.AUDIO, self.engines.llm.stream, cmd.messages, request_id, json_schema=cmd.schema
+        )
+        text = ""
+        values: dict[str, Any] = {}
+        try:
+            async for delta in stream:
+                if not isinstance(delta, ToolCallDelta):
+                    text += delta
+            values = SchemaArguments(cmd.schema).check(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the engine failed, or wrote what the schema does not hold: nothing is kept
+            self._error("llm", f"the fields of reply {cmd.response}: {type(e).__name__}: {e}")
+        finally:
+            await stream.aclose()
+            self._llm_tasks.pop(cmd.response, None)
+        self._run(self.conversation.extracted(cmd.response, values, self.clock.now()))
 
     # -- TTS -------------------------------------------------------------------------
 

@@ -17,8 +17,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from core.commands import Command, RunTool, StopTools
+from core.flow import FlowRun
 from core.turns import Conversation
 from shell.clock import Clock
+from shell.flow_functions import FlowFunctions
 from shell.tools import ToolResult, Tools
 from shell.tools.arguments import SchemaArguments
 from shell.tools.registry import OfferedTool
@@ -35,8 +37,13 @@ class Line(Protocol):
 class SessionToolContext:
     """What the session's tools may ask of it (:class:`shell.tools.ToolContext`)."""
 
-    def __init__(self, line: Line) -> None:
+    def __init__(self, line: Line, flow: FlowRun | None = None) -> None:
         self._line = weakref.ref(line)  # not a cycle: a closed session is freed at once
+        self._state: dict[str, Any] = flow.state if flow is not None else {}
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self._state
 
     def now(self) -> datetime:
         return datetime.now().astimezone()
@@ -63,9 +70,12 @@ class ToolRunner:
         run: Callable[[list[Command]], None],
         context: SessionToolContext,
         client_timeout_s: float,
+        flow: FlowFunctions | None = None,
     ) -> None:
-        """``run``: carries out the core's commands (a call's result goes back to the core)."""
+        """``run``: carries out the core's commands (a call's result goes back to the core);
+        ``flow``: the agent's own functions (its transitions), answered at once."""
         self.tools = tools
+        self.flow = flow
         self.clock = clock
         self.conversation = conversation
         self._run = run
@@ -116,6 +126,12 @@ class ToolRunner:
     def run_tool(self, cmd: RunTool) -> None:
         """Check the call against its tool; run it in a task of its own, or answer why it cannot run."""
         loop = asyncio.get_running_loop()
+        if self.flow is not None and self.flow.owns(cmd.call.name):
+            result, changed = self.flow.call(cmd.call)
+            now = self.clock.now()
+            self._run(self.conversation.tool_finished(cmd.response, cmd.call, result.status, result.content, 0.0, now,
+                                                      ran=changed))  # fmt: skip
+            return
         if cmd.call.name in self._client_tools:
             try:
                 self._client_tools[cmd.call.name].check(cmd.call.arguments)

@@ -23,6 +23,7 @@ from core.events import (
     AsrPartial,
     Backchannel,
     BargeIn,
+    Collected,
     Error,
     Event,
     PlaybackPaused,
@@ -34,8 +35,10 @@ from core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    StepEntered,
     ToolCallEnd,
     ToolCallStart,
+    Transfer,
     Truncate,
     TtsChunk,
     TurnEnd,
@@ -244,6 +247,10 @@ PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
     # ``server``: the MCP server whose tool it is (absent for the session's own and the client's).
     ToolCallStart: ("tool_call", ("response", "call_id", "name", "arguments", "server?")),
     ToolCallEnd: ("tool_result", ("response", "call_id", "name", "status", "result", "duration_s", "server?")),
+    # The agent's flow moved to another step (response 0: at the start); the call is to go to ``to``.
+    StepEntered: ("step", ("step", "previous", "response")),
+    Collected: ("collected", ("response", "values", "dropped")),
+    Transfer: ("transfer", ("to", "response")),
 }
 
 

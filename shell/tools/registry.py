@@ -71,6 +71,12 @@ class ToolContext(Protocol):
         """End the conversation once the current reply has been spoken (a call hangs up)."""
         ...
 
+    @property
+    def state(self) -> dict[str, Any]:
+        """The fields the agent's flow has collected (``--agent``; empty without one): a tool may
+        read them, and write them for the steps that follow."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolOptions:

@@ -105,6 +105,7 @@ class StandInLLM:
         self.replies = list(replies)
         self.requests: list[list[dict[str, str]]] = []
         self.tools: list[list[dict] | None] = []  # the tools offered with each request
+        self.schemas: list[dict | None] = []  # the JSON schema each request was held to (an Extract)
         self.cancelled = 0
         # What follows every transcript it is asked about (default: a sentence that may end there).
         self.next_tokens = {".": 0.3, ",": 0.2} if next_tokens is None else next_tokens
@@ -116,10 +117,11 @@ class StandInLLM:
         return dict(self.next_tokens)
 
     async def stream(
-        self, messages: list[dict[str, str]], request_id: str, tools: list[dict] | None = None
+        self, messages: list[dict[str, str]], request_id: str, tools: list[dict] | None = None, json_schema=None
     ) -> AsyncIterator[Delta | ToolCallDelta]:
         self.requests.append(messages)
         self.tools.append(tools)
+        self.schemas.append(json_schema)
         reply = self.replies.pop(0) if self.replies else "Okay."
         pieces = [reply] if isinstance(reply, str) else reply
         try:

@@ -15,6 +15,7 @@ from core.events import (
     AwaitingTools,
     Backchannel,
     BargeIn,
+    Collected,
     EndOfTurnCheck,
     EndOfTurnText,
     Error,
@@ -36,8 +37,10 @@ from core.events import (
     SpeculativeStart,
     SpeechEnd,
     SpeechStart,
+    StepEntered,
     ToolCallEnd,
     ToolCallStart,
+    Transfer,
     Truncate,
     TtsCancelled,
     TtsChunk,
@@ -213,6 +216,18 @@ WIRE: list[tuple[Event, str]] = [
         '{"t": 2.4, "type": "response_continued", "response": 1, "round": 1}',
     ),
     (
+        StepEntered(2.4, step="details", previous="greeting", response=1),
+        '{"t": 2.4, "type": "step_entered", "step": "details", "previous": "greeting", "response": 1}',
+    ),
+    (
+        Collected(2.5, response=1, values={"party_size": 4}, dropped={"name": "Party"}),
+        '{"t": 2.5, "type": "collected", "response": 1, "values": {"party_size": 4}, "dropped": {"name": "Party"}}',
+    ),
+    (
+        Transfer(5.0, to="+15550100", response=3),
+        '{"t": 5.0, "type": "transfer", "to": "+15550100", "response": 3}',
+    ),
+    (
         Error(1.00004, where="tts", message="boom"),
         '{"t": 1.0, "type": "error", "where": "tts", "message": "boom"}',
     ),
@@ -239,7 +254,7 @@ def test_each_event_reads_back(event, line):
 def test_the_registry_has_every_event_once_under_its_type():
     assert all(cls.type == kind for kind, cls in EVENTS.items())
     assert set(Event.__subclasses__()) == set(EVENTS.values())
-    assert len(EVENTS) == 30
+    assert len(EVENTS) == 33
 
 
 def test_numbers_are_rounded_when_the_event_is_made():

@@ -8,6 +8,7 @@ its own folder and the ones above it in this list (issue 31):
     shell/tools/          the tools the assistant can call (the person's own code among them)
     shell/                asyncio wiring: session, stages, pump, device port, clock, engine loading
     transport/            devices and servers: replay, sound card, WebSocket, Realtime, Twilio, WebRTC
+    voice/agent/          agent files read and checked (python -m voice.agent check FILE)
     voice/app/            the application: CLI, terminal, store, metrics, logs
     voice/scenario/       test scenarios on virtual time (python -m voice.scenario, pytest scenarios/)
     voice/bench/          the benchmarks (python -m voice.bench NAME)
@@ -32,6 +33,7 @@ LAYERS = [
     ("shell.tools",),
     ("shell",),
     ("transport",),
+    ("voice.agent",),
     ("voice.app",),
     ("voice.scenario",),
     ("voice.bench",),

@@ -160,6 +160,12 @@ OPTIONS: tuple[Option, ...] = (
         help="embedded LLM: qwen2.5-coder-0.5b (the default: it can call tools), smollm2-135m (fastest) or a folder",
     ),
     opt(
+        "--agent",
+        metavar="FILE",
+        help="the agent: a YAML file of steps, or a Python file that defines agent = Agent(...)"
+        " (docs/guide/agents.md); without it, one prompt and the tools given",
+    ),
+    opt(
         "--tools",
         action="append",
         metavar="FILE.py|builtin",

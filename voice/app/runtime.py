@@ -33,6 +33,7 @@ from shell.models import MissingModelError
 from shell.recording import Recording
 from shell.session import Session
 from shell.tools import ToolDefinitionError, Tools, load_tools
+from voice.agent import AgentFile, AgentFileError, load_agent
 from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
@@ -145,19 +146,41 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
             tools = load_tools(args.tools)
         except ToolDefinitionError as e:
             raise UsageError(f"--tools: {e}") from None
+    flow = None
+    if args.agent:
+        agent = agent_of(args.agent, tools)
+        flow = agent.flow
+        tools = tools if tools is not None else Tools()
+        for t in agent.tools:
+            tools.add(t)  # names taken twice were refused by agent_of
     if mcp_specs(args) and tools is None:
         tools = Tools()  # filled by the MCP servers once they are started (Runtime)
     llm_model = args.llm_model or models.DEFAULT_LLM
-    if tools is not None and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
+    calls = tools is not None or (flow is not None and len(flow.steps) > 1)
+    if calls and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
         raise UsageError(
-            f"--tools: the model {llm_model} cannot call tools (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
+            f"--tools, --agent: the model {llm_model} cannot call tools or move between steps"
+            " (qwen2.5-coder-0.5b can; --tool-parser for a folder)"
         )
     engine_cfg = engine_config(args, llm_model, smart_turn=end_of_turn is not None)
     try:
         engine_cfg.check_models()
     except MissingModelError as e:
         raise UsageError(str(e)) from None
-    return RunSetup(engine_cfg, session_config(args, end_of_turn), tools)
+    return RunSetup(engine_cfg, dataclasses.replace(session_config(args, end_of_turn), flow=flow), tools)
+
+
+def agent_of(path: str, tools: Tools | None) -> AgentFile:
+    """The agent file ``--agent`` names, read and checked with the tools the other options give;
+    raises UsageError with its one line."""
+    try:
+        agent = load_agent(path, other_tools=[t.name for t in tools or ()])
+    except AgentFileError as e:
+        raise UsageError(f"--agent {e}") from None
+    taken = sorted({t.name for t in agent.tools} & {t.name for t in tools or ()})
+    if taken:
+        raise UsageError(f"--agent {path}: its tools {', '.join(taken)} are given by --tools too")
+    return agent
 
 
 def mcp_specs(args: argparse.Namespace) -> list[McpServerSpec]:

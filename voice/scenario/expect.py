@@ -16,6 +16,7 @@ from typing import Any
 from core.events import AsrFinal, BargeIn, Event, PlaybackStart, ResponseStart, SpeechStart, ToolCallStart, Truncate
 from core.words import letters, unspaced, words
 from voice.scenario.feed import Placed
+from voice.scenario.flow_checks import flow_checks
 from voice.scenario.spec import Expectation, Scenario, ToolExpectation
 
 ONSET_SLACK_S = 0.1  # the VAD's onset may come a little before the sound's first loud frame
@@ -87,8 +88,10 @@ def check(scenario: Scenario, observed: Observed) -> list[Check]:
         if placed.waited_out:
             out.append(Check(i, "started", False, f"{placed.start:.2f} s", "its cue never came: started anyway"))
         out += _turn_checks(i, turn.expect, placed, observed)
+        following = [p.start for p in observed.placed if p.index > i]
+        out += [Check(i, *o) for o in flow_checks(turn.expect, observed.events, min(following, default=float("inf")))]
     out += _conversation_checks(scenario.expect, observed)
-    return out
+    return out + [Check(None, *o) for o in flow_checks(scenario.expect, observed.events, float("inf"))]
 
 
 def _turn_checks(i: int, expect: Expectation, p: Placed, obs: Observed) -> list[Check]:

@@ -76,6 +76,11 @@ class Expectation:
     heard: str | None = None  # the person's transcript holds these words
     # The conversation's: nothing but the person's turns was answered or cut a reply (a TV, the room).
     no_other_replies: bool = False
+    # An agent's flow (--agent): the step it is in after the turn, the fields collected by then, and
+    # the number or address the call was transferred to (voice/scenario/flow_checks.py).
+    step: str | None = None
+    state: dict[str, Any] | None = None
+    transferred: str | None = None
 
     def kinds(self) -> list[str]:
         """The names of the checks asked for, in the order they are reported."""
@@ -156,6 +161,8 @@ def scenario_from(data: Any, path: Path) -> Scenario:
     if isinstance(agent.get("tools"), str | list):
         given = agent["tools"] if isinstance(agent["tools"], list) else [agent["tools"]]
         agent["tools"] = [_tool(path, str(t)) for t in given]
+    if isinstance(agent.get("agent"), str):
+        agent["agent"] = _tool(path, agent["agent"])  # relative to the scenario's folder too
     person_data = r.mapping(top.get("person", {}), "person", {"voice", "speed", "language", "db"})
     person = Person(
         **{k: r.number(v, f"person.{k}") if k in ("speed", "db") else str(v) for k, v in person_data.items()}
@@ -198,6 +205,9 @@ EXPECT_KEYS = {
     "ended",
     "judge",
     "heard",
+    "step",
+    "state",
+    "transferred",
 }
 
 
@@ -284,7 +294,8 @@ class _Reader:
         return Mix(self.sound(m["sound"], f"{where}.sound"), start, **level)
 
     def expectation(self, value: Any, where: str, scenario: bool = False) -> Expectation:
-        e = self.mapping(value, where, {"ended", "judge", "no_other_replies"} if scenario else EXPECT_KEYS)
+        flow = {"step", "state", "transferred"}
+        e = self.mapping(value, where, {"ended", "judge", "no_other_replies", *flow} if scenario else EXPECT_KEYS)
         out: dict[str, Any] = {}
         if "answered_within_ms" in e:
             out["answered_within_ms"] = self.number(e["answered_within_ms"], f"{where}.answered_within_ms")
@@ -306,7 +317,9 @@ class _Reader:
             if "within_ms" not in i:
                 raise self.fail(f"{where}.interrupts", "within_ms is needed")
             out["interrupts_within_ms"] = self.number(i["within_ms"], f"{where}.interrupts.within_ms")
-        for text in ("judge", "heard"):
+        if "state" in e:
+            out["state"] = dict(self.mapping(e["state"], f"{where}.state"))
+        for text in ("judge", "heard", "step", "transferred"):
             if text in e:
                 if not isinstance(e[text], str) or not e[text].strip():
                     raise self.fail(f"{where}.{text}", "a text is needed")

@@ -1,0 +1,82 @@
+"""What the model is asked: the system prompt and the turns it reads.
+
+The prompt is the agent's step's instructions (in a flow, :mod:`core.flow`), the session's own
+words after them (the tools prompt, or the whole prompt outside a flow), and in a language other
+than English which one to answer in. The turns are those the step's context holds (every one
+outside a flow). A stored turn of the person's keeps its language and, in a flow, the step and
+state it was said in, which is where a resumed conversation starts again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.commands import Command, StartResponse
+from core.floor import Floor
+from core.flow import Transition
+from core.reply import Reply
+from core.steps import Steps
+from core.tool_rounds import ToolRounds
+
+
+class Asking:
+    """The requests of one conversation's replies (see the module's docstring)."""
+
+    def __init__(self, floor: Floor, tool_rounds: ToolRounds, system_prompt: str | None) -> None:
+        self.floor = floor
+        self.tool_rounds = tool_rounds  # its flow: the step whose instructions and context apply
+        self.system_prompt = system_prompt
+
+    def messages(self, text: str) -> list[dict[str, str]]:
+        """The LLM request that answers ``text``: the conversation so far, then it. In a language
+        other than English the system prompt says which, and that the answer is in it: the reply
+        follows the person's last utterance (the messages differ, so a speculation started in
+        another language is not committed)."""
+        return [*self.step_messages(), {"role": "user", "content": text}]
+
+    def prompt(self) -> str | None:
+        """The system prompt: the agent's step's instructions (in a flow), the session's own words,
+        and in a language other than English which language to answer in."""
+        flow = self.tool_rounds.flow
+        parts = [flow.instructions() if flow is not None else None, self.system_prompt]
+        language = self.floor.language.current
+        if language.code != "en":
+            parts.append(f"The person speaks {language.name}: always answer in {language.name}.")
+        return " ".join(p for p in parts if p) or None
+
+    def step_messages(self) -> list[dict[str, str]]:
+        """The conversation as the model reads it now: the prompt, then the turns its step's context
+        holds (all of them outside a flow)."""
+        flow = self.tool_rounds.flow
+        since = flow.context_from if flow is not None else 0
+        return self.floor.history.messages(self.prompt(), since=since, opening=flow is None)
+
+    def said_in(self) -> dict[str, Any]:
+        """What a stored turn of the person's keeps: its language (nothing while held to English), and
+        in a flow the step and state it was said in."""
+        code = self.floor.language.reported
+        flow = self.tool_rounds.flow
+        return {**({"language": code} if code else {}), **(flow.snapshot() if flow is not None else {})}
+
+    def collecting(self) -> bool:
+        """Whether the step collects fields: each turn is read for them before the model answers."""
+        flow = self.tool_rounds.flow
+        return flow is not None and bool(flow.step.collect)
+
+    def heard_transition(self, text: str) -> Transition | None:
+        """The transition the person's ``text`` takes by its phrases (None: none; the model decides)."""
+        flow = self.tool_rounds.flow
+        return None if flow is None else flow.heard_transition(text, self.floor.language.current)
+
+    def first_request(self, r: Reply, text: str, steps: Steps, t: float) -> list[Command]:
+        """Reply ``r`` begins: a transition its phrases take is taken, and the reply speaks for the new
+        step; in a step that collects, ``text`` is read for its fields first (core/steps.py); else the
+        model answers."""
+        flow = self.tool_rounds.flow
+        heard = self.heard_transition(text)
+        if flow is not None and heard is not None:
+            flow.move(heard.function, self.floor.history.last_user_turn())
+            return steps.entered(r, t)
+        if self.collecting():
+            return [steps.extract(r, text)]
+        return [StartResponse(r.id, r.messages, tools=self.tool_rounds.offered())]

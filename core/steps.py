@@ -1,0 +1,131 @@
+"""A reply in an agent's flow: the step it enters, and the person's words read for a step's fields.
+
+A transition is taken when its function's result is in (the model called it), or by the flow
+itself once what it needs is collected (``auto``). The reply then goes on for the new step, never
+the old one: its exact text is said (``say``), and the model speaks after it only if the step
+says so (``respond: speak``); a step with no text has the model answer, asked with the new
+step's instructions and context and offered its own tools, not its transitions, which wait for
+the person's next turn (offered them at once, a 0.5B model moved on again before saying a word).
+Entered mid-reply, a step that collects first reads the turn that led there for its fields
+("I'd like a table for four" gives the party size). A step that ends the call, or transfers
+it, does so once the reply has been heard.
+
+The fields of a turn are read by an extraction request (core/collecting.py); its values the
+person said are kept, and the reply goes on: by a transition the flow can now take, else by the
+model's answer, told what is known and what is still missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.collecting import extraction_request, kept_values
+from core.commands import Command, Emit, EndConversation, Extract, StartResponse
+from core.events import Collected, LlmDone, StepEntered, Transfer
+from core.flow import FlowRun
+from core.history import History
+from core.reply import Reply
+from core.tool_rounds import ToolRounds
+
+# Transitions one reply may make: a model that moves on and back forever is stopped (it answers in words).
+MAX_STEPS_PER_REPLY = 3
+
+
+class Steps:
+    """The flow's rules for one conversation's replies (see the module's docstring)."""
+
+    def __init__(self, tool_rounds: ToolRounds, history: History) -> None:
+        self.tool_rounds = tool_rounds
+        self.history = history
+
+    @property
+    def flow(self) -> FlowRun | None:
+        return self.tool_rounds.flow
+
+    def entered(self, r: Reply, t: float) -> list[Command]:
+        """A transition was taken in reply ``r``: it goes on for the new step."""
+        flow, rounds = self.flow, self.tool_rounds
+        assert flow is not None
+        previous = r.tool.steps_entered
+        r.tool.steps_entered = flow.entered
+        r.tool.steps_moved += flow.entered - previous
+        r.tool.rounds_run = r.tool.rounds_refused = 0
+        r.messages = rounds.restate()
+        step = flow.step
+        out: list[Command] = [Emit(StepEntered(t, step=step.name, previous=flow.previous, response=r.id))]
+        if step.transfer:
+            out.append(Emit(Transfer(t, to=step.transfer, response=r.id)))
+        if step.end or step.transfer:
+            out.append(EndConversation(r.id))  # once this reply has been heard
+        text = flow.entry_text()
+        if step.collect and r.user_text and r.tool.steps_moved < MAX_STEPS_PER_REPLY:
+            if text is not None:  # its words first, then what the turn that led here says of its fields
+                out += r.synthesize([text])
+                r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+            return [*out, self.extract(r, r.user_text)]
+        if step.call is not None:  # said first, then the tool; the model tells its result
+            if text is not None:
+                out += r.synthesize([text])
+                r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+            return out + rounds.call_for_step(r, step.call, t)
+        if text is not None:
+            if step.respond != "speak" or step.end or step.transfer:
+                return out + self.say(r, text, t)
+            out += r.synthesize([text])
+            r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+            r.messages = [*r.messages, {"role": "assistant", "content": text}]
+        tools = rounds.offered(functions=False) if r.tool.steps_moved < MAX_STEPS_PER_REPLY else None
+        return out + rounds.ask_again(r, t, tools)
+
+    def say(self, r: Reply, text: str, t: float) -> list[Command]:
+        """``text``, word for word, in reply ``r``; then a transition the flow can take at once (an
+        ``auto`` one whose needs are known), else the reply ends: the model is not asked again."""
+        flow = self.flow
+        assert flow is not None
+        out = r.synthesize([text])
+        r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+        auto = flow.auto_transition()
+        if auto is not None and r.tool.steps_moved < MAX_STEPS_PER_REPLY and not (flow.step.end or flow.step.transfer):
+            flow.move(auto.function, self.history.last_user_turn())
+            return out + self.entered(r, t)
+        r.llm_done = True
+        return [*out, Emit(LlmDone(t, response=r.id, tokens=r.tokens))]
+
+    def call_done(self, r: Reply, t: float) -> list[Command]:
+        """The call a step made on entry has its result: said word for word (a tool's result is written
+        to be heard), or told by the model where the step says ``respond: speak``."""
+        r.tool.step_call = False
+        r.messages = self.tool_rounds.restate()
+        step = self.flow.step if self.flow is not None else None
+        if step is not None and step.respond == "speak":
+            return self.tool_rounds.ask_again(r, t, None)
+        _, result = next(iter(r.tool.results.values()))
+        return self.say(r, result, t)
+
+    def extract(self, r: Reply, said: str) -> Extract:
+        """The request that reads ``said`` for the step's fields, after the question before it."""
+        assert self.flow is not None
+        asked = next((u.text for u in reversed(self.history.turns) if u.role == "assistant" and u.text), "")
+        messages, schema = extraction_request(self.flow, asked, said)
+        return Extract(r.id, messages, schema)
+
+    def extracted(self, r: Reply, values: dict[str, Any], t: float) -> list[Command]:
+        """What reply ``r``'s extraction found (empty: nothing, or it failed): the values the person
+        said are kept; the flow moves on by itself if it now can, else the model answers."""
+        flow, rounds = self.flow, self.tool_rounds
+        if flow is None:
+            return []
+        kept, dropped = kept_values(flow, values, r.user_text)
+        flow.record(kept)
+        out: list[Command] = [Emit(Collected(t, response=r.id, values=kept, dropped=dropped))]
+        auto = flow.auto_transition()
+        if auto is not None:
+            flow.move(auto.function, self.history.last_user_turn())
+            return out + self.entered(r, t)
+        question = flow.next_question()
+        if question is not None:  # the flow's own words for what is still missing
+            return out + self.say(r, question, t)
+        r.messages = rounds.restate()
+        if r.tool.round == 0 and not r.tool.steps_moved:  # the reply's first request
+            return [*out, StartResponse(r.id, r.messages, tools=rounds.offered())]
+        return out + rounds.ask_again(r, t, rounds.offered(functions=False))
