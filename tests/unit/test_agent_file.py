@@ -266,7 +266,7 @@ def test_a_file_that_cannot_be_read_or_is_no_agent_file(tmp_path):
         error_of(tmp_path / "missing.yaml")
         == f"{tmp_path / 'missing.yaml'}: cannot be read (No such file or directory)"
     )
-    assert error_of(tmp_path / "missing.py") == f"{tmp_path / 'missing.py'}: cannot be read (no such file)"
+    assert error_of(tmp_path / "missing.py") == f"{tmp_path / 'missing.py'}: no such agent file"
     assert error_of(write(tmp_path, "a.json", "{}")).endswith("an agent file is a .yaml or a .py file")
 
 

@@ -10,8 +10,6 @@ Paths in a file (its tools files) are relative to the file's folder.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import yaml
 
 from core.flow import Field, Flow, Step, Transition
 from core.flow_graph import problems
-from shell.tools.loading import load_tools
+from shell.tools.loading import import_file, load_tools
 from shell.tools.registry import ToolDefinitionError, Tools
 
 TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps"}
@@ -329,23 +327,8 @@ def _from_python(path: Path) -> AgentFile:
 
 
 def _module_of(path: Path) -> Any:
-    """The agent file run as a module of its own (as tools files are, shell/tools/loading.py)."""
-    if not path.is_file():
-        raise AgentFileError(f"{path}: cannot be read (no such file)")
-    name = f"voice_agent_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise AgentFileError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and typing look their module up
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise AgentFileError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:
-        message = str(e).splitlines()[0] if str(e) else ""
-        raise AgentFileError(f"{path}: importing it failed: {type(e).__name__}: {message}") from None
-    return module
+    """The agent file run as a module of its own (as tools files are)."""
+    return import_file(path, "agent file", AgentFileError)
 
 
 def _listed(value: Any) -> Any:
