@@ -53,6 +53,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "voice.bench.answers",
         "what it says: facts by rubric, tool decisions, sense by a judge, form for the ear, per model (virtual)",
     ),
+    "flows": (
+        "voice.bench.flows",
+        "agents as flows: the restaurant's booking line on spoken variants, and what a transition costs (virtual)",
+    ),
     "tools": ("voice.bench.tools", "tool calls from spoken requests: the right tool, with the right arguments"),
     "tool_turns": ("voice.bench.tool_turns", "tool calls in the voice loop, real time: which run, how long one waits"),
     "server": ("voice.bench.server", "the WebSocket server measured from its clients, real time"),

@@ -109,6 +109,10 @@ def _turn_checks(i: int, expect: Expectation, p: Placed, obs: Observed) -> list[
     if expect.says is not None:
         ok = _holds(reply, expect.says)
         out.append(Check(i, "reply says", ok, _quoted(reply), "" if ok else f"the reply does not say {expect.says!r}"))
+    if expect.said is not None:
+        ok = expect.said in reply  # word for word, and heard whole: a reply cut short holds only what was heard
+        why = "" if ok else f"the reply does not hold {expect.said!r} whole"
+        out.append(Check(i, "said exactly", ok, _quoted(reply), why))
     if expect.matches is not None:
         ok = re.search(expect.matches, reply, re.IGNORECASE) is not None
         why = "" if ok else f"the reply does not match /{expect.matches}/"

@@ -81,6 +81,7 @@ class Expectation:
     step: str | None = None
     state: dict[str, Any] | None = None
     transferred: str | None = None
+    said: str | None = None  # the reply, as heard and stored, holds this exact text (an agent's own words)
 
     def kinds(self) -> list[str]:
         """The names of the checks asked for, in the order they are reported."""
@@ -208,6 +209,7 @@ EXPECT_KEYS = {
     "step",
     "state",
     "transferred",
+    "said",
 }
 
 
@@ -319,7 +321,7 @@ class _Reader:
             out["interrupts_within_ms"] = self.number(i["within_ms"], f"{where}.interrupts.within_ms")
         if "state" in e:
             out["state"] = dict(self.mapping(e["state"], f"{where}.state"))
-        for text in ("judge", "heard", "step", "transferred"):
+        for text in ("judge", "heard", "step", "transferred", "said"):
             if text in e:
                 if not isinstance(e[text], str) or not e[text].strip():
                     raise self.fail(f"{where}.{text}", "a text is needed")
