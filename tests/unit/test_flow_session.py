@@ -405,3 +405,16 @@ async def test_a_collecting_step_without_questions_of_its_own_lets_the_model_ask
     assert replies_said(events) == ["Under what name?", "Booked for 3 under Rossi. Goodbye!"]
     assert steps(events)[-1][:2] == ("bye", "ask") and session.ended.is_set()
     assert len(llm.requests) == 3
+
+
+async def test_a_collecting_step_entered_mid_reply_says_its_words_then_reads_the_turn_for_its_fields():
+    # A step that collects and has words of its own: they are said on entry, then the turn that led
+    # there is read for its fields, and the field's question follows, all in one reply.
+    agent = load_agent(RESTAURANT)
+    details = dataclasses.replace(agent.flow.steps["details"], say="Happy to help.")
+    flow = dataclasses.replace(agent.flow, steps={**agent.flow.steps, "details": details})
+    session, llm, events = make(flow, [form(name=None, party_size=2, date=None, time=None)], agent.tools)
+    await converse(session, ["A table for two, please"])
+    assert [name for name, _, _ in steps(events)] == ["greeting", "details"]  # "table": the phrase took it
+    assert llm.schemas[0] is not None and of(events, Collected)[0].values == {"party_size": 2}
+    assert replies_said(events)[-1] == "Happy to help. Under what name shall I book it?"
