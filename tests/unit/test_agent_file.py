@@ -628,3 +628,12 @@ def test_bad_usage_exits_2():
     for args in ((), ("draw", "agents/restaurant.yaml"), ("check",)):
         done = cli(*args)
         assert done.returncode == 2 and "usage: python -m voice.agent" in done.stderr
+
+
+def test_a_step_may_name_a_tool_an_mcp_server_will_list(tmp_path):
+    # With MCP servers given, their tools are listed only once they start: the names are not checked.
+    text = "role: r\nsteps:\n  only:\n    tools: [look_up_order]\n"
+    path = write(tmp_path, "shop.yaml", text)
+    with pytest.raises(AgentFileError, match="no tool named 'look_up_order'"):
+        load_agent(path)
+    assert load_agent(path, other_tools=None).flow.steps["only"].tools == ("look_up_order",)

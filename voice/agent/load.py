@@ -66,12 +66,14 @@ class Agent:
     name: str | None = None
 
 
-def load_agent(path: str | Path, other_tools: Iterable[str] = ()) -> AgentFile:
+def load_agent(path: str | Path, other_tools: Iterable[str] | None = ()) -> AgentFile:
     """Read the agent file at ``path`` (``.yaml``, ``.yml`` or ``.py``) and check its flow.
-    ``other_tools``: names of tools offered from elsewhere (the command line's, an MCP
-    server's) that its steps may name. Raises :class:`AgentFileError`."""
+    ``other_tools``: names of tools offered from elsewhere (the command line's) that its steps
+    may name; None: tools are offered that are not known yet (an MCP server's, listed once it
+    has started), so the names its steps give are not checked. Raises :class:`AgentFileError`."""
     agent = read_agent(path)
-    found = problems(agent.flow, known_tools={t.name for t in agent.tools} | set(other_tools))
+    known = None if other_tools is None else {t.name for t in agent.tools} | set(other_tools)
+    found = problems(agent.flow, known_tools=known)
     if found:
         raise AgentFileError(f"{agent.path}: {'; '.join(found)}", [f"{agent.path}: {p}" for p in found])
     return agent

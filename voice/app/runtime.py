@@ -148,7 +148,7 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
             raise UsageError(f"--tools: {e}") from None
     flow = None
     if args.agent:
-        agent = agent_of(args.agent, tools)
+        agent = agent_of(args.agent, tools, mcp=bool(mcp_specs(args)))
         flow = agent.flow
         tools = tools if tools is not None else Tools()
         for t in agent.tools:
@@ -170,11 +170,12 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
     return RunSetup(engine_cfg, dataclasses.replace(session_config(args, end_of_turn), flow=flow), tools)
 
 
-def agent_of(path: str, tools: Tools | None) -> AgentFile:
-    """The agent file ``--agent`` names, read and checked with the tools the other options give;
+def agent_of(path: str, tools: Tools | None, mcp: bool) -> AgentFile:
+    """The agent file ``--agent`` names, read and checked with the tools the other options give
+    (with ``mcp``, its steps may name tools the servers will list: those are not checked);
     raises UsageError with its one line."""
     try:
-        agent = load_agent(path, other_tools=[t.name for t in tools or ()])
+        agent = load_agent(path, other_tools=None if mcp else [t.name for t in tools or ()])
     except AgentFileError as e:
         raise UsageError(f"--agent {e}") from None
     taken = sorted({t.name for t in agent.tools} & {t.name for t in tools or ()})
