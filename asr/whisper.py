@@ -247,9 +247,17 @@ def _likeliest(ranked: list[tuple[str, float]], among: frozenset[str] | None) ->
     return next((r for r in ranked if among is None or r[0] in among), ranked[0])
 
 
-def _loops(text: str, n: int = 3) -> bool:
-    """Whether ``text`` says a run of ``n`` or more words twice in a row (people almost never do)."""
+def _loops(text: str, n: int = 3, same: int = 4) -> bool:
+    """Whether ``text`` says a run of ``n`` or more words twice in a row, or one word ``same`` times
+    in a row, or is nothing but a word or a few said again (people almost never do). Given a short
+    answer alone, the short window wrote "At eight." as "Arate Arate" (once, "Arate Arate Arate
+    Arate Arate Ar") and "Six." as "6 6"; the full window reads "at 8" and "6"."""
     words = re.findall(r"[a-z0-9']+", text.lower())
+    if any(len(set(words[i : i + same])) == 1 for i in range(len(words) - same + 1)):
+        return True
+    for size in range(1, min(n, len(words) // 2) + 1):
+        if len(words) % size == 0 and words == words[:size] * (len(words) // size):
+            return True
     for size in range(n, len(words) // 2 + 1):
         for i in range(len(words) - 2 * size + 1):
             if words[i : i + size] == words[i + size : i + 2 * size]:

@@ -113,6 +113,9 @@ def test_a_decode_that_says_it_again_is_caught():
 
     assert _loops("in the context of society and the context of society and")
     assert _loops("a little bit of a little bit of a little bit of")
+    assert _loops("Arate Arate Arate Arate Arate Ar")  # "At eight." in the short window (docs/bench/flows.md)
+    assert _loops("Arate Arate") and _loops("6 6") and _loops("Yes. Yes.")  # a short answer, and it again
+    assert not _loops("Yes.") and not _loops("6") and not _loops("At eight, yes.")
     # People repeat single words and pairs, and say the same words apart.
     assert not _loops("no no no, I said it it is what it is")
     assert not _loops("ask not what your country can do for you, ask what you can do for your country")
