@@ -59,7 +59,7 @@ def test_a_wrong_scenario_file_is_one_line_and_exit_code_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"voice.scenario: {bad}: turns[0].expect: unknown key 'answred_within_ms' (one of answered_within_ms, "
-        "ended, heard, ignored, interrupts, judge, one_turn, reply, tool)"
+        "ended, heard, ignored, interrupts, judge, one_turn, reply, said, state, step, tool, transferred)"
     ]
 
 
