@@ -116,8 +116,9 @@ def kept_values(run: FlowRun, values: dict[str, Any], said: str) -> tuple[dict[s
     they did not (dropped: made up)."""
     kept: dict[str, Any] = {}
     dropped: dict[str, Any] = {}
+    asked = asked_fields(run, said)  # once: it reads the turn for a correction
     for name, value in values.items():
-        if value is None or name not in asked_fields(run, said):
+        if value is None or name not in asked:
             continue
         if said_value(value, run.flow.fields[name].schema, said):
             kept[name] = value

@@ -60,19 +60,16 @@ class Steps:
         text = flow.entry_text()
         if step.collect and r.user_text and r.tool.steps_moved < MAX_STEPS_PER_REPLY:
             if text is not None:  # its words first, then what the turn that led here says of its fields
-                out += r.synthesize([text])
-                r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+                out += self._said(r, text)
             return [*out, self.extract(r, r.user_text)]
         if step.call is not None:  # said first, then the tool; the model tells its result
             if text is not None:
-                out += r.synthesize([text])
-                r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+                out += self._said(r, text)
             return out + rounds.call_for_step(r, step.call, t)
         if text is not None:
             if step.respond != "speak" or step.end or step.transfer:
                 return out + self.say(r, text, t)
-            out += r.synthesize([text])
-            r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+            out += self._said(r, text)
             r.messages = [*r.messages, {"role": "assistant", "content": text}]
         tools = rounds.offered(functions=False) if r.tool.steps_moved < MAX_STEPS_PER_REPLY else None
         return out + rounds.ask_again(r, t, tools)
@@ -82,14 +79,19 @@ class Steps:
         ``auto`` one whose needs are known), else the reply ends: the model is not asked again."""
         flow = self.flow
         assert flow is not None
-        out = r.synthesize([text])
-        r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+        out = self._said(r, text)
         auto = flow.auto_transition()
         if auto is not None and r.tool.steps_moved < MAX_STEPS_PER_REPLY and not (flow.step.end or flow.step.transfer):
             flow.move(auto.function, self.history.last_user_turn())
             return out + self.entered(r, t)
         r.llm_done = True
         return [*out, Emit(LlmDone(t, response=r.id, tokens=r.tokens))]
+
+    @staticmethod
+    def _said(r: Reply, text: str) -> list[Command]:
+        """The flow's own ``text`` synthesized in reply ``r``, and kept in what the reply generated."""
+        r.generated += ("" if not r.generated or r.generated.endswith(" ") else " ") + text
+        return r.synthesize([text])
 
     def call_done(self, r: Reply, t: float) -> list[Command]:
         """The call a step made on entry has its result: said word for word (a tool's result is written
