@@ -178,6 +178,10 @@ class Hearing:
         self._partials = partials
         self._budget = budget if budget is not None else Budget()
         self.level = LevelMeter()  # loudness of the current utterance's voiced frames
+        # The same in the sound the room is looked for in (before a noise suppressor): RNNoise lets a
+        # voice in over babble quietly and then loud, and in its output the person's own words came
+        # in 6 dB over their first ones, as if over a TV (their question ended as the room's).
+        self.room_level = LevelMeter()
         self.background = BackgroundMeter()  # and of the rest, while the assistant plays
         self.frames = 0  # frames scored so far
         self.utterance_onset = 0.0
@@ -309,7 +313,7 @@ class Hearing:
         near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
         if self.near is not None:
             if self.near.room is not None:
-                self.near.room.hears(self.level.db if self.endpointer.in_speech else None)
+                self.near.room.hears(self.room_level.db if self.endpointer.in_speech else None)
             prob = self.near(prob, near, room_view)
             if (dropped := self._rooms(prob, t)) is not None:
                 return [dropped]
@@ -319,7 +323,9 @@ class Hearing:
         if prob >= self.endpoint.threshold:
             if not was_pending:
                 self.level.reset()  # the first voiced frame of what may become an utterance
+                self.room_level.reset()
             self.level.add(near)
+            self.room_level.add(near if room_view is None else room_view[1])
         elif prob < NO_SPEECH_BELOW and playing:
             self.background.add(near)  # what the microphone hears while the assistant talks
         eot = self.end_of_turn
@@ -366,7 +372,7 @@ class Hearing:
         """The utterance open now ends as the room's (core/room.py) if the room was just found
         talking and its voiced frames never stood out of the room's floor (it opened on the
         room's own sound), or if, before the person's first turn, a louder voice has taken it over."""
-        near, ep, level = self.near, self.endpointer, self.level.db
+        near, ep, level = self.near, self.endpointer, self.room_level.db
         if near is None or near.room is None or not ep.in_speech:
             return None
         found = near.room.found and level is not None and near.room.under(level)
@@ -374,12 +380,12 @@ class Hearing:
             near.person.db is None
             and prob >= self.endpoint.threshold
             and self._overtaking is not None
-            and self._overtaking(level, near.window_db, t - self.utterance_onset)
+            and self._overtaking(level, near.room_window_db, t - self.utterance_onset)
         )
         if not (found or overtaken):
             return None
         if overtaken and self._overtaking is not None and self._overtaking.base is not None:
-            near.room.overtaken(self._overtaking.base, near.window_db or self._overtaking.base)
+            near.room.overtaken(self._overtaking.base, near.room_window_db or self._overtaking.base)
         edge = ep.end_now(t)
         assert edge is not None
         if self.end_of_turn is not None:

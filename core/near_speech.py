@@ -75,6 +75,7 @@ class NearSpeech:
         self.heard_db: float | None = None  # before the first turn: the voiced sound heard, as a running mean
         self.far_frames = 0  # voiced frames discounted so far
         self.window_db: float | None = None  # the voiced sound of the last window_s, as of the last voiced frame
+        self.room_window_db: float | None = None  # the same in the sound the room is looked for in
 
     def __call__(self, prob: float, energy: float, room_view: tuple[float, float] | None = None) -> float:
         """``energy``: the frame's mean square, with the assistant's echo taken out; ``room_view``:
@@ -100,9 +101,10 @@ class NearSpeech:
         if room is not None:
             # Against the room's floor in the sound it was found in: RNNoise keeps a song's loud
             # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
-            heard = None if room_view is None else 10 * math.log10(sum(r for *_, r in voiced) / len(voiced) + 1e-12)
-            room.voiced(level)
-            if room.under(level, heard):
+            in_room = level if room_view is None else 10 * math.log10(sum(r for *_, r in voiced) / len(voiced) + 1e-12)
+            self.room_window_db = in_room
+            room.voiced(in_room)
+            if room.under(in_room):
                 self.far_frames += 1
                 return 0.0
         if below is None:

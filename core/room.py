@@ -139,15 +139,14 @@ class Room:
         assert self._speech_db is not None and self.config.above_room_db is not None
         return self._opened_quiet or self._speech_db >= floor + self.config.above_room_db
 
-    def under(self, level_db: float, unsuppressed_db: float | None = None) -> bool:
+    def under(self, level_db: float) -> bool:
         """Whether voiced sound at ``level_db`` is the room's (its talking floor's, or the talker's
-        the person came in over), not the person's over it. ``unsuppressed_db``: its level before
-        a noise suppressor, where the floor was found (None: the same)."""
+        the person came in over), not the person's over it. Every level here is in the sound the
+        room is looked for in: before a noise suppressor where one is on."""
         above = self.config.above_room_db
         if self.far_db is not None and level_db < self.far_db + self._far_margin:
             return True
-        floor_view = level_db if unsuppressed_db is None else unsuppressed_db
-        return self.db is not None and above is not None and floor_view < self.db + above
+        return self.db is not None and above is not None and level_db < self.db + above
 
     def overtaken(self, level_db: float, person_db: float) -> None:
         """The person's voice, at ``person_db``, came in over a talker at ``level_db`` (:class:`Overtaking`).

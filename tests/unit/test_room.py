@@ -178,3 +178,35 @@ def test_a_person_alone_is_never_overtaken_by_themselves():
     audio = np.concatenate([silence(0.5), talk(4.0, -30.0), talk(4.0, -26.0, seed=2), silence(1.0)])
     heard = hear(audio, [p > 0.5 for p, _ in frames_of(audio, voiced=True)])
     assert not [h for h in heard if isinstance(h, Ended) and h.room]
+
+
+def test_behind_a_noise_suppressor_levels_are_compared_in_the_sound_before_it():
+    """RNNoise lets a voice in over babble quietly and then loud: in its output the person's own
+    words came in 10 dB over their first ones, as if over a TV, and their question ended as the
+    room's. Compared before the suppressor, where the room is looked for, they are one turn."""
+    babble = steady(20.0, -35.0)
+    person = talk(4.0, -25.0, seed=6)
+    start = round(15.0 * ASR_RATE)
+    before = babble.copy()
+    before[start : start + len(person)] += person
+    cleaned = np.full(len(babble), 1e-4, dtype=np.float32)  # RNNoise took the babble out
+    let_in = person.copy()
+    let_in[: round(2.0 * ASR_RATE)] *= 10 ** (-20 / 20)  # and let the voice in quietly at first
+    cleaned[start : start + len(person)] += let_in
+    endpoint = EndpointConfig()
+    near = NearSpeech(PersonLevel(), NearSpeechConfig(), FRAME_S, endpoint.threshold, room())
+    hearing = Hearing(
+        endpoint,
+        ScriptedVad([p > 0.5 for p, _ in frames_of(cleaned, voiced=True)]),
+        near=near,
+        vad_unsuppressed=ScriptedVad([p > 0.5 for p, _ in frames_of(before, voiced=True)]),
+    )
+    heard = []
+    for i in range(0, len(babble), ASR_BLOCK):
+        block = cleaned[i : i + ASR_BLOCK]
+        far = np.zeros(len(block), dtype=np.float32)
+        heard += hearing.push(block, block, far, playing=False, unsuppressed=before[i : i + ASR_BLOCK])
+    starts = [h for h in heard if isinstance(h, SpeechStart) and h.onset > 14.5]
+    ends = [h for h in heard if isinstance(h, Ended) and h.t > 14.5]
+    assert len(starts) == 1 and len(ends) == 1
+    assert not ends[0].room and 18.6 < ends[0].end < 19.0  # they stop at 18.75 s
