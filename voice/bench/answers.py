@@ -12,8 +12,8 @@ the same run:
 - **facts**: the reply holds one of the accepted forms of the answer (the rubric), and none of the wrong ones;
 - **tool decisions**: the right tool with arguments that mean the right thing, or no call where none is needed
   (only where the configuration offers tools);
-- **sense**: the judge (Qwen2.5-Coder-0.5B, the largest bundled model, or ``--judge-url``) asked whether the
-  reply is a sensible answer on topic; its agreement with the rubric where there is one;
+- **sense**: the judge (the largest bundled model provisioned, :func:`judge_model`, or ``--judge-url``)
+  asked whether the reply is a sensible answer on topic; its agreement with the rubric where there is one;
 - **form for the ear**: markdown, lists, URLs, emoji or code in what was said, and replies over
   :data:`LONG_WORDS` words;
 - **voice-to-voice**: from the end of the person's speech to the reply's first sample (virtual time: the
@@ -37,6 +37,7 @@ from typing import Any
 from core.events import PlaybackStart, ToolCallEnd, ToolCallStart
 from core.voices import BEST_BUNDLED
 from llm.base import LLM
+from shell.models import LLM_MODELS, models_dir
 from voice.app.latency import percentile
 from voice.bench.answer_requests import CATEGORIES, REQUESTS, Request, score_facts, score_tool
 from voice.bench.common import ROOT, parser
@@ -45,7 +46,16 @@ from voice.scenario.spec import Person, Scenario, Turn
 
 SHOP_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "shop_server.py"
 LONG_WORDS = 60  # a spoken reply longer than this was not asked for by any request here
-JUDGE_MODEL = "qwen2.5-coder-0.5b"
+# The judge is the largest bundled model that is provisioned: the 1.5B is optional (OPTIONAL_MODELS).
+JUDGE_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+
+
+def judge_model() -> str:
+    """The largest of :data:`JUDGE_MODELS` in the models folder (the last one, to fail clearly, if none is)."""
+    for name in JUDGE_MODELS:
+        if (models_dir() / LLM_MODELS[name]).exists():
+            return name
+    return JUDGE_MODELS[-1]
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,9 @@ CONFIGS = {
         Config("smollm2", {"llm_model": "smollm2-135m"}),  # the default until issue 45
         Config("qwen", {"llm_model": "qwen2.5-coder-0.5b"}),
         Config("qwen+tools", {"llm_model": "qwen2.5-coder-0.5b"}, tools=True),
+        # Optional set-up (shell.models.OPTIONAL_MODELS): the largest bundled model, about 3x slower.
+        Config("qwen1.5b", {"llm_model": "qwen2.5-coder-1.5b"}),
+        Config("qwen1.5b+tools", {"llm_model": "qwen2.5-coder-1.5b"}, tools=True),
     )
 }
 
@@ -211,7 +224,7 @@ async def measure(
     out: dict[str, Any] = {"configs": {}, "requests": {}}
     try:
         if judge is None:  # the largest bundled model judges every configuration's replies
-            probe = Scenario("judge", ROOT, {"llm_model": JUDGE_MODEL}, False, Person(), (Turn(text="-"),))
+            probe = Scenario("judge", ROOT, {"llm_model": judge_model()}, False, Person(), (Turn(text="-"),))
             judge = (await engines.get(agent_setup(probe)[1].engine)).llm
         for config in configs:
             t0 = time.monotonic()
@@ -226,13 +239,14 @@ async def measure(
                 timed = turn_figures(request, await run_scenario(scenario_of(request, config), engines, real_time=True))
                 for row, again in zip(out["requests"][request.id][config.name], timed, strict=True):
                     row["v2v_real_ms"] = again["v2v_ms"]
-                print(f"{config.name:<11} {request.id:<26} real time: v2v {timed[-1]['v2v_ms']} ms", file=sys.stderr)
+                print(f"{config.name:<14} {request.id:<26} real time: v2v {timed[-1]['v2v_ms']} ms", file=sys.stderr)
             out["configs"][config.name] = {
                 "agent": config.agent,
                 "tools": config.tools,
                 "wall_s": round(time.monotonic() - t0 - (engines.load_s - load_before), 1),
             }
         out["cold_start_s"] = round(engines.load_s, 1)
+        out["judge"] = judge_url or judge_model()
     finally:
         await engines.aclose()
         if judge_url and judge is not None:
@@ -244,7 +258,7 @@ async def measure(
 def _print_row(config: Config, request: Request, rows: list[dict[str, Any]]) -> None:
     last = rows[-1]
     marks = f"fact={last['fact']} tool={last['tool']} sense={last['sense']} form={','.join(last['form']) or '-'}"
-    print(f"{config.name:<11} {request.id:<26} {marks}  {last['reply'][:90]!r}", file=sys.stderr, flush=True)
+    print(f"{config.name:<14} {request.id:<26} {marks}  {last['reply'][:90]!r}", file=sys.stderr, flush=True)
 
 
 def summary(config: Config, requests: list[Request], scored: dict[str, Any]) -> dict[str, Any]:
@@ -310,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--categories", default=",".join(CATEGORIES), help="only these categories")
     ap.add_argument("--ids", default="", help="only these requests, by id")
     ap.add_argument("--per-category", type=int, default=0, help="at most N requests of each category (0: all)")
-    ap.add_argument("--judge-url", default=None, help="an OpenAI-compatible server that judges (default: Qwen here)")
+    ap.add_argument("--judge-url", default=None, help="a server that judges (default: the largest bundled model)")
     ap.add_argument("--real-time", type=int, default=0, help="the first N requests again in real time (v2v)")
     ap.add_argument("--out", default="docs/bench")
     ap.add_argument("--json-name", default="answers.json")
