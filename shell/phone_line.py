@@ -3,7 +3,8 @@
 A phone call's greeting (said at the first block, before the caller speaks),
 the watch on a line gone quiet (a prompt, then a goodbye), the timers a tool
 set (:meth:`PhoneLine.say_later`), and the end a tool or the quiet line asked
-for: :attr:`PhoneLine.ended` is set once the last reply has been played.
+for: :attr:`PhoneLine.ended` is set once the goodbye has been played whole. A
+goodbye the person spoke over keeps the line up (:meth:`PhoneLine.reply_cut`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class PhoneLine:
         self._busy = busy
         self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
         self._ending = False  # a tool ended the conversation: over once the reply has been played
+        self._ending_on: int | None = None  # the reply (the goodbye) whose hearing ends it; None: any
         self._greeting = call.greeting if call is not None else None  # said at the first block, then None
         self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
@@ -84,6 +86,16 @@ class PhoneLine:
         self._alarms.append((self.clock.now() + delay_s, text))
         self._alarms.sort(key=lambda a: a[0])
 
-    def end_after_reply(self) -> None:
-        """End the conversation once the reply in flight has been played: :attr:`ended` is set then."""
+    def end_after_reply(self, response: int | None = None) -> None:
+        """End the conversation once reply ``response`` (None: the one in flight) has been played:
+        :attr:`ended` is set then."""
+        r = self.conversation.response
         self._ending = True
+        self._ending_on = response if response is not None else (r.id if r is not None else None)
+
+    def reply_cut(self, response: int) -> None:
+        """Reply ``response`` was cut before it was heard whole: if it was the goodbye, the person
+        spoke over it ("wait, one more thing"), and the call stays up to hear them."""
+        if self._ending and self._ending_on in (None, response):
+            log.info("the person spoke over the goodbye (reply %d): the conversation goes on", response)
+            self._ending, self._ending_on = False, None

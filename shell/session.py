@@ -380,6 +380,7 @@ class Session:
         self._playout.resume()  # the next reply starts playing at once
         self._device.flush()
         self._speaking.cancel(cmd.response, t)
+        self._line.reply_cut(cmd.response)
 
     def _goodbye(self, cmd: Goodbye) -> None:
         """The person said goodbye: the conversation ends after this reply, where the agent can end
@@ -387,12 +388,12 @@ class Session:
         can_end = self.config.call is not None or (self.tools is not None and "end_conversation" in self.tools)
         if self.config.end_on_goodbye and can_end:
             log.info("the person said goodbye: the conversation ends after reply %d", cmd.response)
-            self._line.end_after_reply()
+            self._line.end_after_reply(cmd.response)
 
     def _end_conversation(self, cmd: EndConversation) -> None:
         """The agent's flow reached its end: the conversation ends once the reply has been heard."""
         log.info("the agent's flow ended the conversation: it ends after reply %d", cmd.response)
-        self._line.end_after_reply()
+        self._line.end_after_reply(cmd.response)
 
     def _error(self, where: str, message: str) -> None:
         self.errors.append(f"{where}: {message}")

@@ -220,3 +220,21 @@ async def test_a_typed_turn_is_answered_like_a_spoken_one():
         ("user", "Hi, who are you?"),
         ("assistant", "Hello there."),
     ]
+
+
+async def test_a_goodbye_the_person_speaks_over_keeps_the_conversation_up():
+    goodbye = "Thank you for calling, it was a pleasure to help you today. Goodbye and have a lovely evening."
+    replies = [[call("end_conversation")], goodbye, "Of course, what else?"]
+    session, _llm, events = make(replies, load_tools(["builtin"]))
+    # "stop wait a moment" 1.2 s into the goodbye: the person has one more thing to say.
+    audio = np.concatenate([QUESTION, silence(1.9), tone(1.5, hz=INTERRUPTION_HZ), silence(0.3)])
+    await run(session, audio, tail_s=10)
+    assert len(kinds(events, BargeIn)) == 1
+    assert [e.text for e in kinds(events, TurnEnd)][-1] == "Of course, what else?"
+    assert not session.ended.is_set()  # the goodbye was not heard whole: the call stays up
+
+
+async def test_a_goodbye_heard_whole_ends_the_conversation():
+    session, _llm, events = make([[call("end_conversation")], "Goodbye."], load_tools(["builtin"]))
+    await run(session, np.concatenate([QUESTION, silence(0.3)]), tail_s=10)
+    assert kinds(events, BargeIn) == [] and session.ended.is_set()
