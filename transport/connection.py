@@ -51,7 +51,7 @@ from transport.protocol import (
     UserText,
 )
 from transport.resample import Resampler, resampler
-from transport.server_types import Server, ServerConfig
+from transport.server_types import ServedAgent, Server, ServerConfig
 from transport.wire import quote
 
 log = logging.getLogger("voice.server")
@@ -229,7 +229,12 @@ class Connection:
             if cfg.denoise is not None:  # Realtime's noise_reduction: from the next block on
                 self.session.set_denoise(cfg.denoise)
             return
+        agent, unknown = chosen_agent(self.server.config, cfg.agent)
+        if unknown is not None:  # the session goes on with the default
+            self._send_error("unknown_agent", unknown)
         session_cfg = client_session_config(self.server.config, cfg, webrtc=self.peer is not None)
+        if agent is not None:
+            session_cfg = dataclasses.replace(session_cfg, flow=agent.flow)
         history = None
         conversations = self.server.conversations
         if conversations is None:
@@ -255,7 +260,7 @@ class Connection:
                 self.server.rekey(self, opened.session_id)
             history, self.recorder = opened.history, opened.recorder
         self.clock = MonotonicClock()  # restarted at the first audio (the pump): the session's timeline
-        tools = self.server.config.tools
+        tools = agent.tools if agent is not None else self.server.config.tools
         self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history, tools=tools)
         if cfg.tools:
             self.session.set_client_tools(list(cfg.tools))
@@ -377,6 +382,15 @@ async def keep_recording(recorded: RecordingDevice, folder: Path | None, session
         return
     if recorder is not None:
         await asyncio.to_thread(recorder.keep_recording, str(path.resolve()))
+
+
+def chosen_agent(server: ServerConfig, name: str | None) -> tuple[ServedAgent | None, str | None]:
+    """The agent a client chose by ``name`` (None: the server's default, the session's own config),
+    or None and what to tell the client where the server has none by that name."""
+    if name is None or name in server.agents:
+        return (server.agents[name] if name is not None else None), None
+    known = ", ".join(map(quote, server.agents)) or "none (--agent NAME=FILE names them)"
+    return None, f"no agent named {quote(name)} here (this server's: {known}): the default"
 
 
 def client_session_config(server: ServerConfig, cfg: Configure, webrtc: bool) -> SessionConfig:

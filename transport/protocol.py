@@ -93,6 +93,7 @@ class Configure:
     meta: dict[str, Any] | None = None
     language: str | None = None  # the language spoken: a code, or "auto" (None: the server's --language)
     denoise: Literal["rnnoise", "off"] | None = None  # noise suppression (None: the server's --denoise)
+    agent: str | None = None  # the agent by its --agent NAME (None: the server's first)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class HelloMessage(msgspec.Struct, frozen=True):
     # Names from EXTRA_EVENTS; checked in the dialect, so that a wrong one is named with the right ones.
     extra_events: Annotated[tuple[Annotated[str, msgspec.Meta(max_length=64)], ...], msgspec.Meta(max_length=8)] = ()
     denoise: Literal["rnnoise", "off"] | None = None
+    agent: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None  # by its --agent NAME
 
 
 class PlayedMessage(msgspec.Struct, frozen=True):
@@ -325,6 +327,7 @@ class VoiceProtocol:
             resume=m.session,
             language=m.language,
             denoise=m.denoise,
+            agent=m.agent,
         )
         return [self.configured]
 

@@ -35,10 +35,12 @@ def dialect_for(server: Server, request_path: str, session_id: str) -> Dialect:
     if url.path == "/v1/realtime":
         from transport.realtime import RealtimeProtocol
 
-        resume = parse_qs(url.query).get("session", [None])[0]
+        query = parse_qs(url.query)
+        resume = query.get("session", [None])[0]
         semantic = server.config.session.end_of_turn is not None
         denoise = server.config.session.denoise != "off"
-        return RealtimeProtocol(session_id, rate, limits, resume, semantic, denoise)
+        agent = query.get("agent", [None])[0]  # ?agent=NAME: the session starts with the URL
+        return RealtimeProtocol(session_id, rate, limits, resume, semantic, denoise, agent)
     if url.path == "/telephony/twilio":
         from transport.twilio import TwilioProtocol
 

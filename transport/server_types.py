@@ -7,7 +7,7 @@ given the server, and never import its module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,11 +18,20 @@ from websockets.http11 import Request, Response
 
 from core.call import CallConfig
 from core.events import Event
+from core.flow import Flow
 from shell.config import SessionConfig
 from shell.engines import Engines
 from shell.tools import Tools
 from transport.access import Access, is_loopback
 from transport.protocol import Limits
+
+
+@dataclass(frozen=True)
+class ServedAgent:
+    """An agent a session may choose by name (``--agent NAME=FILE``): its flow and its tools."""
+
+    flow: Flow
+    tools: Tools | None
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     session: SessionConfig = field(default_factory=SessionConfig)
     tools: Tools | None = None  # what the model may call in every session (--tools)
+    # The agents a session may choose by name (hello's "agent", Twilio's <Parameter name="agent">,
+    # Realtime's ?agent=): the first --agent is also the default, session.flow with tools above.
+    agents: Mapping[str, ServedAgent] = field(default_factory=dict)
     call: CallConfig = field(default_factory=CallConfig)  # how phone calls are held (/telephony/twilio)
     ice_servers: tuple[str, ...] = ()  # WebRTC: STUN/TURN URLs (none: host candidates only, a LAN)
     record_dir: Path | None = None  # --record: each conversation as a stereo WAV here (shell/recording.py)

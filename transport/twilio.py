@@ -200,8 +200,10 @@ class TwilioProtocol:
         # No echo canceller on a call: the phone cancels its own speaker's echo (the network its
         # line echo), so ours would only learn an echo path of nothing, and until it had learnt
         # one (the first half second of the first reply) it held back a caller who spoke then.
+        # <Parameter name="agent" value="NAME"/> in the TwiML: the agent this number's calls get.
+        agent = parameters.get("agent") or None
         self.configured = Configure(
-            g711.G711_RATE, acks=True, lead_s=LEAD_S, echo_cancel=False, call=True, meta=self.call
+            g711.G711_RATE, acks=True, lead_s=LEAD_S, echo_cancel=False, call=True, meta=self.call, agent=agent
         )
         return [self.configured]
 

@@ -230,6 +230,7 @@ class Tools:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, OfferedTool] = {}
         self._watchers: list[weakref.WeakMethod] = []
+        self._base: Tools = self  # following(): the tools whose MCP servers' tools these follow
         for t in tools:
             self.add(t)
 
@@ -264,6 +265,19 @@ class Tools:
         # otherwise keep one per session it ever had.
         self._watchers = [ref for ref in self._watchers if ref() is not None]
         self._watchers.append(weakref.WeakMethod(method))  # type: ignore[arg-type]
+
+    @classmethod
+    def following(cls, servers_of: Tools, own: Iterable[OfferedTool]) -> Tools:
+        """``own`` tools (another agent's) beside the MCP servers' tools of ``servers_of``, which
+        they follow when a server lists its tools anew (keep it: it is watched weakly)."""
+        joined = cls(own)
+        joined._base = servers_of
+        joined._follow_base()
+        servers_of.watch(joined._follow_base)
+        return joined
+
+    def _follow_base(self) -> None:
+        self.set_server_tools(t for t in self._base if t.server)
 
     def servers(self) -> dict[str, str]:
         """Tool name -> its MCP server, for the tools that come from one."""

@@ -57,10 +57,12 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
         resume: str | None = None,
         semantic: bool = False,
         denoise: bool = False,
+        agent: str | None = None,
     ) -> None:
         """``semantic``: the server ends turns with its end-of-turn model (Smart Turn and the
         words), which Realtime calls ``semantic_vad``; else by silence (``server_vad``).
-        ``denoise``: the server suppresses noise unless asked not to (its ``--denoise``)."""
+        ``denoise``: the server suppresses noise unless asked not to (its ``--denoise``);
+        ``agent``: the server's agent by that name (``?agent=NAME``; None: its default)."""
         self.session_id = session_id
         self.semantic = semantic
         # Realtime's input noise_reduction as the client last set it (None: off).
@@ -68,6 +70,7 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
         # ?session=ID in the URL: a stored conversation to go on with (an id is at most 64 characters).
         self._bad_resume = resume is not None and not 0 < len(resume) <= 64
         self.resume = None if self._bad_resume else resume
+        self.agent = agent  # ?agent=NAME in the URL: the server's agent by that name
         self.limits = limits or Limits()
         self.instructions: str | None = None
         self._events = 0
@@ -138,7 +141,9 @@ class RealtimeProtocol(ClientEvents, ServerEvents):
     # -- client -> server ----------------------------------------------------
 
     def start(self) -> list[Action]:
-        return [Configure(self._input_rate(), acks=False, lead_s=self.limits.lead_s, resume=self.resume)]
+        return [
+            Configure(self._input_rate(), acks=False, lead_s=self.limits.lead_s, resume=self.resume, agent=self.agent)
+        ]
 
     def _input_rate(self) -> int:
         return g711.G711_RATE if self.input_format in G711 else RATE

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     engine_cfg, session_cfg, tools = setup.engine, setup.session, setup.tools
     try:
         if args.serve:
-            return asyncio.run(run_serve(args, engine_cfg, session_cfg, tools))
+            return asyncio.run(run_serve(args, engine_cfg, session_cfg, tools, setup.agents))
         if audio is None:
             return asyncio.run(run_local(args, engine_cfg, session_cfg, tools))
         return asyncio.run(run_replay(args, audio, engine_cfg, session_cfg, tools, open_log=EventLog))

@@ -161,9 +161,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     opt(
         "--agent",
-        metavar="FILE",
+        action="append",
+        metavar="[NAME=]FILE",
         help="the agent: a YAML file of steps, or a Python file that defines agent = Agent(...)"
-        " (docs/guide/agents.md); without it, one prompt and the tools given",
+        " (docs/guide/agents.md); without it, one prompt and the tools given. With --serve, repeat it"
+        " as NAME=FILE: each session chooses one by name, the first is the default",
     ),
     opt(
         "--tools",

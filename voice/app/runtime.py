@@ -33,7 +33,9 @@ from shell.models import MissingModelError
 from shell.recording import Recording
 from shell.session import Session
 from shell.tools import ToolDefinitionError, Tools, load_tools
+from transport.server_types import ServedAgent
 from voice.agent import AgentFile, AgentFileError, load_agent
+from voice.app.agents import AgentOptionError, agent_options
 from voice.app.conversations import Conversations, Opened, SessionError
 from voice.app.logs import EventSink, event_logger, fan_out, use_json_logs
 from voice.app.metrics import PipelineMetrics, serve
@@ -122,6 +124,8 @@ class RunSetup:
     engine: EngineConfig
     session: SessionConfig
     tools: Tools | None
+    # Every --agent by name, the first (the default: ``session.flow`` with ``tools``) too.
+    agents: dict[str, ServedAgent] = dataclasses.field(default_factory=dict)
 
 
 def run_setup(args: argparse.Namespace) -> RunSetup:
@@ -146,15 +150,27 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
             tools = load_tools(args.tools)
         except ToolDefinitionError as e:
             raise UsageError(f"--tools: {e}") from None
+    try:
+        options = agent_options(args.agent or [])
+    except AgentOptionError as e:
+        raise UsageError(f"--agent: {e}") from None
+    if len(options) > 1 and not getattr(args, "serve", False):
+        raise UsageError("--agent: several agents are for a server (--serve), where each session chooses one by name")
+    mcp = bool(mcp_specs(args))
+    agents = [(o.name, agent_of(o.path, tools, mcp)) for o in options]
+    given = list(tools or ())  # --tools: offered beside every agent's own
     flow = None
-    if args.agent:
-        agent = agent_of(args.agent, tools, mcp=bool(mcp_specs(args)))
-        flow = agent.flow
+    if agents:
+        flow = agents[0][1].flow
         tools = tools if tools is not None else Tools()
-        for t in agent.tools:
+        for t in agents[0][1].tools:
             tools.add(t)  # names taken twice were refused by agent_of
-    if mcp_specs(args) and tools is None:
+    if mcp and tools is None:
         tools = Tools()  # filled by the MCP servers once they are started (Runtime)
+    served = {name: ServedAgent(a.flow, tools) for name, a in agents[:1]}
+    for name, a in agents[1:]:  # the MCP servers' tools, which fill the default's, are offered to each
+        assert tools is not None
+        served[name] = ServedAgent(a.flow, Tools.following(tools, [*given, *a.tools]))
     llm_model = args.llm_model or models.DEFAULT_LLM
     calls = tools is not None or (flow is not None and len(flow.steps) > 1)
     if calls and not args.llm_url and not (args.tool_parser or models.TOOL_PARSERS.get(llm_model)):
@@ -167,7 +183,7 @@ def run_setup(args: argparse.Namespace) -> RunSetup:
         engine_cfg.check_models()
     except MissingModelError as e:
         raise UsageError(str(e)) from None
-    return RunSetup(engine_cfg, dataclasses.replace(session_config(args, end_of_turn), flow=flow), tools)
+    return RunSetup(engine_cfg, dataclasses.replace(session_config(args, end_of_turn), flow=flow), tools, served)
 
 
 def agent_of(path: str, tools: Tools | None, mcp: bool) -> AgentFile:

@@ -6,18 +6,24 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Mapping
 
 from core.events import Event
 from shell.config import SessionConfig
 from shell.engines import EngineConfig
 from shell.tools import Tools
+from transport.server_types import ServedAgent
 from voice.app.logs import event_logger
 from voice.app.metrics import PipelineMetrics
 from voice.app.runtime import Runtime, call_config, fail
 
 
 async def run_serve(
-    args: argparse.Namespace, engine_cfg: EngineConfig, session_cfg: SessionConfig, tools: Tools | None = None
+    args: argparse.Namespace,
+    engine_cfg: EngineConfig,
+    session_cfg: SessionConfig,
+    tools: Tools | None = None,
+    agents: Mapping[str, ServedAgent] | None = None,
 ) -> int:
     from transport.protocol import Limits
     from transport.ws_server import ServerConfig, VoiceServer
@@ -32,6 +38,7 @@ async def run_serve(
         limits=Limits(idle_timeout_s=args.idle_timeout),
         session=session_cfg,
         tools=tools,
+        agents=dict(agents or {}),
         call=call_config(args),
         ice_servers=tuple(args.ice_server),
         record_dir=args.record,
