@@ -37,12 +37,34 @@ def said_value(value: Any, schema: dict[str, Any], said: str) -> bool:
         return given(f"{value:g}", numbers)
     if not isinstance(value, str) or not value.strip():
         return False
+    if value.isdigit() and value in spoken_digits(said):  # a number read digit by digit
+        return True
     words = {w.lower() for w in _WORD.findall(said)}
     own_numbers = [n for n in numbers_in(value) if float(n) != 0]  # "8:00": the 00 is form, not a number
     own_words = [w.lower() for w in _WORD.findall(value) if w.lower() not in _FORM_WORDS]
     if not own_numbers and not own_words:
         return False
     return all(given(n, numbers) for n in own_numbers) and all(w in words for w in own_words)
+
+
+_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_DIGIT_WORDS = {**{w: str(i) for i, w in enumerate(_DIGITS)}, "oh": "0", "o": "0"}
+_DIGIT_TOKEN = re.compile(r"\d+|[^\W\d_]+")
+
+
+def spoken_digits(said: str) -> list[str]:
+    """The runs of digits ``said`` reads one by one, joined ("4-5-1-2", "four five one two", "45 12"
+    and "three oh one nine" give "4512", "4512", "4512", "3019"): an order or a phone number, which
+    Whisper writes with dashes or spaces, or in words, between its digits."""
+    runs, run = [], ""
+    for token in _DIGIT_TOKEN.findall(said.lower()):
+        digit = token if token.isdigit() else _DIGIT_WORDS.get(token)
+        if digit is not None:
+            run += digit
+        elif run:
+            runs.append(run)
+            run = ""
+    return [*runs, run] if run else runs
 
 
 # Words with which a person changes what they said before ("No, make it five people."): then the

@@ -10,7 +10,7 @@ import json
 import jsonschema
 import pytest
 
-from core.collecting import _json, asked_fields, extraction_request, kept_values, said_value
+from core.collecting import _json, asked_fields, extraction_request, kept_values, said_value, spoken_digits
 from core.flow import Field, Flow, FlowRun, Step
 
 INTEGER = {"type": "integer", "minimum": 1}
@@ -95,6 +95,20 @@ def test_an_enum_or_a_bool_is_a_choice_and_kept():
     assert said_value("outside", {"enum": ["inside", "outside"]}, "On the terrace, if we can.")
     assert said_value(True, {"type": "boolean"}, "We have a baby with us.")
     assert said_value(False, {"type": "boolean"}, "")
+
+
+@pytest.mark.parametrize(
+    "said", ["It's 4-5-1-2.", "It's four five one two.", "My order is 4512.", "45 12", "Uh, four, five, one, two."]
+)
+def test_a_number_read_digit_by_digit_is_kept_as_its_digits(said):
+    assert said_value("4512", TEXT, said)
+    assert not said_value("4513", TEXT, said) and not said_value("451", TEXT, said)
+
+
+def test_spoken_digits_are_the_runs_of_digits_read_one_by_one():
+    assert spoken_digits("three oh one nine, and my phone is 555 0100") == ["3019", "5550100"]
+    assert spoken_digits("A table for 4 at 8, please.") == ["4", "8"]
+    assert spoken_digits("forty five twelve") == ["5"]  # numbers, not digits: said_value reads those
 
 
 def test_a_value_of_another_kind_is_refused():
