@@ -262,12 +262,13 @@ class ResponseContinued(Event):
 @dataclass(frozen=True)
 class StepEntered(Event):
     """The agent's flow moved from step ``previous`` to ``step`` (core/flow.py), in reply ``response``
-    (0: not in a reply: the start, or a resumed conversation)."""
+    (0: not in a reply: the start, or a resumed conversation), by its transition ``via`` ("": none)."""
 
     type: ClassVar[str] = "step_entered"
     step: str
     previous: str
     response: int
+    via: str = ""
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,7 @@ class FlowRun:
     summary: str | None = None  # what came before, when the step's context is a summary
     entered: int = 0  # steps entered so far, the start included
     previous: str = ""  # the step before the last one entered
+    via: str = ""  # the transition it was entered by ("": none, as at the start)
 
     def __post_init__(self) -> None:
         if not self.step_name:
@@ -207,12 +208,14 @@ class FlowRun:
         missing = self.missing(t.needs)
         if missing:
             return CallAnswer(f"Not yet: ask the person for {', '.join(missing)} first.", ok=False)
-        return CallAnswer(f"Now in step {t.to}.", entered=self.enter(t.to, history_len))
+        entered = self.enter(t.to, history_len)
+        self.via = function
+        return CallAnswer(f"Now in step {t.to}.", entered=entered)
 
     def enter(self, name: str, history_len: int, summary: str | None = None) -> Step:
         """Step ``name`` is entered: its context starts where its rule says."""
         step = self.flow.steps[name]
-        self.previous, self.step_name = self.step_name, name
+        self.previous, self.step_name, self.via = self.step_name, name, ""
         self.entered += 1
         if step.context == "all":
             self.context_from, self.summary = 0, None

@@ -52,7 +52,8 @@ class Steps:
         r.tool.rounds_run = r.tool.rounds_refused = 0
         r.messages = rounds.restate()
         step = flow.step
-        out: list[Command] = [Emit(StepEntered(t, step=step.name, previous=flow.previous, response=r.id))]
+        entered = StepEntered(t, step=step.name, previous=flow.previous, response=r.id, via=flow.via)
+        out: list[Command] = [Emit(entered)]
         if step.transfer:
             out.append(Emit(Transfer(t, to=step.transfer, response=r.id)))
         if step.end or step.transfer:

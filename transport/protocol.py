@@ -250,7 +250,7 @@ PUBLIC_EVENTS: dict[type[Event], tuple[str, tuple[str, ...]]] = {
     ToolCallStart: ("tool_call", ("response", "call_id", "name", "arguments", "server?")),
     ToolCallEnd: ("tool_result", ("response", "call_id", "name", "status", "result", "duration_s", "server?")),
     # The agent's flow moved to another step (response 0: at the start); the call is to go to ``to``.
-    StepEntered: ("step", ("step", "previous", "response")),
+    StepEntered: ("step", ("step", "previous", "response", "via")),
     Collected: ("collected", ("response", "values", "dropped")),
     Transfer: ("transfer", ("to", "response")),
 }

@@ -216,8 +216,9 @@ WIRE: list[tuple[Event, str]] = [
         '{"t": 2.4, "type": "response_continued", "response": 1, "round": 1}',
     ),
     (
-        StepEntered(2.4, step="details", previous="greeting", response=1),
-        '{"t": 2.4, "type": "step_entered", "step": "details", "previous": "greeting", "response": 1}',
+        StepEntered(2.4, step="details", previous="greeting", response=1, via="wants_booking"),
+        '{"t": 2.4, "type": "step_entered", "step": "details", "previous": "greeting", "response": 1,'
+        ' "via": "wants_booking"}',
     ),
     (
         Collected(2.5, response=1, values={"party_size": 4}, dropped={"name": "Party"}),

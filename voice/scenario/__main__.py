@@ -1,8 +1,10 @@
-"""``python -m voice.scenario run FILE.yaml... [--junit OUT.xml] [--json DIR] [--report DIR] [--record DIR]``.
+"""``python -m voice.scenario run FILE.yaml... [--junit OUT.xml] [--json DIR] [--report DIR] [--record DIR]
+[--coverage]``.
 
 Runs each scenario on virtual time (engines loaded once and shared), prints a line per
-expectation, and exits 0 when every one passed, 1 when one failed, 2 when a file or option is
-wrong (said in one line, before anything is loaded).
+expectation (with ``--coverage``, the agents' steps and transitions reached), and exits 0 when
+every one passed, 1 when one failed, 2 when a file or option is wrong (said in one line, before
+anything is loaded).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from shell.reaper import start_reaper
 from voice.app.runtime import EXIT_USAGE, set_up_logging
+from voice.scenario.coverage import coverage, coverage_table
 from voice.scenario.report import summary, table, write_outputs
 from voice.scenario.runner import LoadedEngines, ScenarioResult, agent_setup, run_scenario
 from voice.scenario.spec import Scenario, ScenarioError, load_scenario
@@ -36,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="an OpenAI-compatible server (a larger model) for the judge's questions (default: the agent's model)",
     )
+    run.add_argument(
+        "--coverage", action="store_true", help="list the agents' steps and transitions the scenarios reached, and not"
+    )
     run.add_argument("--verbose", action="store_true", help="the engines' logs too")
     return parser
 
@@ -46,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     set_up_logging(argparse.Namespace(verbose=args.verbose, log_json=False))
     try:
         scenarios = [load_scenario(f) for f in args.files]
-        for s in scenarios:  # every agent checked (tools imported, models found) before a minute of loading
-            agent_setup(s)
+        # Every agent checked (tools imported, models found) before a minute of loading.
+        flows = {s.name: agent_setup(s)[1].session.flow for s in scenarios}
     except ScenarioError as e:
         print(f"voice.scenario: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -63,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print()
     print(summary(results))
+    if args.coverage:
+        runs = [
+            (r.scenario.name, str(r.scenario.agent["agent"]), flow, r.events)
+            for r in results
+            if (flow := flows[r.scenario.name]) is not None and "agent" in r.scenario.agent
+        ]
+        print()
+        print(coverage_table(coverage(runs)))
     write_outputs(results, record=args.record, report=args.report, junit_xml=args.junit, json_dir=args.json, wall=wall)
     return 0 if all(r.passed for r in results) else 1
 
