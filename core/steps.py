@@ -54,6 +54,7 @@ class Steps:
         step = flow.step
         entered = StepEntered(t, step=step.name, previous=flow.previous, response=r.id, via=flow.via)
         out: list[Command] = [Emit(entered)]
+        self._keep_place(r)
         if step.transfer:
             out.append(Emit(Transfer(t, to=step.transfer, response=r.id)))
         if step.end or step.transfer:
@@ -88,6 +89,16 @@ class Steps:
         r.llm_done = True
         return [*out, Emit(LlmDone(t, response=r.id, tokens=r.tokens))]
 
+    def _keep_place(self, r: Reply) -> None:
+        """Where reply ``r`` has taken the flow (its step and state), kept at once with the person's turn
+        it answers (``left_at``): a process killed before the reply's own turn is stored resumes there."""
+        flow = self.flow
+        turn = next((u for u in reversed(self.history.turns) if u.role == "user"), None)
+        if flow is None or turn is None or turn.text != r.user_text:
+            return
+        turn.extra["left_at"] = flow.snapshot()
+        self.history.changed(turn)  # the store writes it now (shell: the recorder amends the turn)
+
     @staticmethod
     def _said(r: Reply, text: str) -> list[Command]:
         """The flow's own ``text`` synthesized in reply ``r``, and kept in what the reply generated."""
@@ -120,6 +131,8 @@ class Steps:
             return []
         kept, dropped = kept_values(flow, values, r.user_text)
         flow.record(kept)
+        if kept:
+            self._keep_place(r)
         out: list[Command] = [Emit(Collected(t, response=r.id, values=kept, dropped=dropped))]
         auto = flow.auto_transition()
         if auto is not None:

@@ -38,7 +38,8 @@ def resumed_run(flow: Flow, history: History) -> tuple[FlowRun, bool]:
     run = FlowRun(flow)
     for turn in reversed(history.turns):
         if "step" in turn.extra:
-            run.resume(turn.extra)
+            # The person's turn keeps where its reply took the flow as soon as it did (core/steps.py).
+            run.resume(turn.extra.get("left_at") or turn.extra)
             return run, True
     return run, False
 

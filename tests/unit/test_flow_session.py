@@ -253,10 +253,14 @@ async def test_the_step_and_state_are_stored_with_each_turn_and_a_new_session_re
     session, _llm, _events = restaurant(list(BOOKING[:2]))
     await converse(session, TURNS[:2])
     user_turns = [t for t in session.history.turns if t.role == "user"]
-    # Each turn keeps the step and the state it was said in.
+    # Each turn keeps the step and the state it was said in, and where its reply took them (left_at).
     assert [t.extra for t in user_turns] == [
-        {"step": "greeting", "state": {}},
-        {"step": "details", "state": {"party_size": 4}},
+        {"step": "greeting", "state": {}, "left_at": {"step": "details", "state": {"party_size": 4}}},
+        {
+            "step": "details",
+            "state": {"party_size": 4},
+            "left_at": {"step": "details", "state": {"party_size": 4, "name": "Maria"}},
+        },
     ]
     stored = History()
     for t in session.history.turns:  # as a store keeps them: the extra as JSON
@@ -418,3 +422,40 @@ async def test_a_collecting_step_entered_mid_reply_says_its_words_then_reads_the
     assert [name for name, _, _ in steps(events)] == ["greeting", "details"]  # "table": the phrase took it
     assert llm.schemas[0] is not None and of(events, Collected)[0].values == {"party_size": 2}
     assert replies_said(events)[-1] == "Happy to help. Under what name shall I book it?"
+
+
+# -- the support line ----------------------------------------------------------------------
+
+SUPPORT = ROOT / "agents" / "support.yaml"
+
+
+async def test_the_support_line_reads_the_order_number_digit_by_digit_looks_it_up_and_says_goodbye():
+    agent = load_agent(SUPPORT)
+    extractions = [form(order=None), form(order="4512")]
+    session, llm, events = make(agent.flow, extractions, agent.tools)
+    await converse(session, ["Hi, I'm calling about my order.", "It's 4-5-1-2.", "No, that's all. Thanks!"])
+    assert [name for name, _, _ in steps(events)] == ["greeting", "order", "lookup", "anything_else", "goodbye"]
+    assert [e.via for e in of(events, StepEntered)] == ["", "about_order", "order_known", "looked_up", "done"]
+    assert len(llm.requests) == 2  # the two readings of the order number; the rest is the flow's own
+    order = "Order 4 5 1 2 shipped on Monday and arrives tomorrow before noon."
+    assert replies_said(events)[1:] == [
+        "What is your order number?",
+        f"{order} Is there anything else I can help with?",
+        "Thank you for calling Parcel and Co. Goodbye!",
+    ]
+    assert session.flow is not None and session.flow.state == {"order": "4512"}
+    assert session.ended.is_set()
+
+
+async def test_a_process_killed_before_the_replys_turn_is_stored_resumes_where_the_reply_took_the_flow():
+    """What a store holds when the process dies right after a transition: the person's turn, amended
+    with where its reply took the flow, and not the reply's own turn."""
+    session, _llm, events = restaurant(list(BOOKING))
+    await converse(session, TURNS)
+    assert steps(events)[-1][0] == "confirm"
+    stored = History()
+    for t in session.history.turns[:-1]:  # the last reply's turn was never stored
+        stored.add(Turn(t.role, t.text, t.t_start, t.t_end, response=t.response, extra=json.loads(json.dumps(t.extra))))
+    again, _llm, _events = restaurant([], history=stored)
+    assert again.flow is not None and again.flow.step_name == "confirm"
+    assert again.flow.state == {"party_size": 4, "name": "Maria", "date": "Friday", "time": "8 pm"}
