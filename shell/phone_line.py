@@ -2,7 +2,8 @@
 
 A phone call's greeting (said at the first block, before the caller speaks),
 the watch on a line gone quiet (a prompt, then a goodbye), the timers a tool
-set (:meth:`PhoneLine.say_later`), and the end a tool or the quiet line asked
+set (:meth:`PhoneLine.say_later`), the keys pressed on the caller's keypad
+(one turn per entry, core/keypad.py), and the end a tool or the quiet line asked
 for: :attr:`PhoneLine.ended` is set once the goodbye has been played whole. A
 goodbye the person spoke over keeps the line up (:meth:`PhoneLine.reply_cut`).
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 from core.call import CallConfig, IdleAction, IdleWatch
 from core.commands import Command
+from core.keypad import Keypad, keyed_turn
 from core.playout import Playout
 from core.turns import Conversation
 from shell.clock import Clock
@@ -47,6 +49,7 @@ class PhoneLine:
         self._greeting = call.greeting if call is not None else None  # said at the first block, then None
         self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
+        self._keypad = Keypad()
 
     def greet(self, text: str) -> None:
         """Say ``text`` at the first block, before the person speaks (an agent's first step), in place
@@ -63,6 +66,19 @@ class PhoneLine:
         while self._alarms and self._alarms[0][0] <= now:
             _, text = self._alarms.pop(0)
             self._run(self.conversation.announce(text, now))
+        keyed = self._keypad.due(now)
+        if keyed is not None:
+            self._keyed(keyed, now)
+
+    def key_pressed(self, key: str, now: float) -> None:
+        """A key of the phone's keypad (DTMF): the keys make one turn at ``#`` or after a pause."""
+        keyed = self._keypad.pressed(key, now)
+        if keyed is not None:
+            self._keyed(keyed, now)
+
+    def _keyed(self, keys: str, now: float) -> None:
+        log.info("the caller keyed %s", keys)
+        self._run(self.conversation.user_text(keyed_turn(keys), now))
 
     def _watch_the_line(self, now: float) -> None:
         watch = self._idle_watch

@@ -257,10 +257,6 @@ class Session:
         """Say ``text`` ``delay_s`` seconds from now on the session's clock (a timer going off)."""
         self._line.say_later(delay_s, text)
 
-    def end_after_reply(self) -> None:
-        """End the conversation once the reply in flight has been played: :attr:`ended` is set then."""
-        self._line.end_after_reply()
-
     def _heard(self, heard: Heard) -> None:
         """What the hearing front end reported: engine work it asks for to the stages, the rest to the core."""
         if isinstance(heard, PartialDue):
@@ -346,6 +342,10 @@ class Session:
     def user_text(self, text: str) -> None:
         """A turn the client typed: answered as a spoken one would be."""
         self._run(self.conversation.user_text(text, self.clock.now()))
+
+    def key_pressed(self, key: str) -> None:
+        """A key of the caller's keypad (DTMF): one turn per entry, at ``#`` or after 2 s (core/keypad.py)."""
+        self._line.key_pressed(key, self.clock.now())
 
     # -- carrying out the core's commands -----------------------------------
 

@@ -43,6 +43,7 @@ from transport.protocol import (
     CancelReply,
     Close,
     Configure,
+    KeyPressed,
     Limits,
     PlayedReport,
     Send,
@@ -201,9 +202,11 @@ class Connection:
                 if self.session is None or not self.session.client_tool_output(action.call_id, action.output):
                     said = f"no call {quote(action.call_id)} of the client's tools is waiting for its output"
                     self._send_error("unknown_call", said)
-            elif isinstance(action, UserText):
+            elif isinstance(action, UserText | KeyPressed):
                 if self.session is None:
                     self._send_error("not_ready", "the session is not configured yet")
+                elif isinstance(action, KeyPressed):
+                    self.session.key_pressed(action.key)
                 else:
                     self.session.user_text(action.text)
             elif isinstance(action, Close):

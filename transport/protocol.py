@@ -112,6 +112,13 @@ class UserText:
 
 
 @dataclass(frozen=True)
+class KeyPressed:
+    """A key of the caller's phone keypad (Twilio's dtmf): gathered into one turn by the session."""
+
+    key: str
+
+
+@dataclass(frozen=True)
 class AudioIn:
     samples: np.ndarray  # float32 mono at the configured input rate
 
@@ -144,7 +151,9 @@ class Close:
     reason: str
 
 
-Action = Configure | AudioIn | PlayedReport | CancelReply | TruncateReply | ToolOutput | UserText | Send | Close
+Action = (
+    Configure | AudioIn | PlayedReport | CancelReply | TruncateReply | ToolOutput | UserText | KeyPressed | Send | Close
+)
 
 
 def error(code: str, message: str, fatal: bool = False, t: float | None = None) -> dict[str, Any]:
@@ -199,10 +208,15 @@ class CancelMessage(msgspec.Struct, frozen=True):
     pass
 
 
+class KeyMessage(msgspec.Struct, frozen=True):
+    key: Annotated[str, msgspec.Meta(pattern="^[0-9*#A-D]$")]  # one key of a phone's keypad
+
+
 CLIENT_MESSAGES: dict[str, type[msgspec.Struct]] = {
     "hello": HelloMessage,
     "played": PlayedMessage,
     "cancel": CancelMessage,
+    "key": KeyMessage,
 }
 
 
@@ -283,6 +297,8 @@ class VoiceProtocol:
             return [send_json(error("not_ready", "send 'hello' first"))]
         if isinstance(message, PlayedMessage):
             return [PlayedReport(message.samples, message.dropped)]
+        if isinstance(message, KeyMessage):
+            return [KeyPressed(message.key)]
         return [CancelReply()]
 
     def receive_binary(self, data: bytes) -> list[Action]:

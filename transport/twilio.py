@@ -40,11 +40,11 @@ from transport.protocol import (
     AudioIn,
     Close,
     Configure,
+    KeyPressed,
     Limits,
     PlayedReport,
     Send,
     TruncateReply,
-    UserText,
 )
 from transport.wire import Invalid, quote, read_message
 
@@ -233,7 +233,7 @@ class TwilioProtocol:
             return []
         self.digits.append(dtmf.digit)
         log.info("session %s: the caller pressed %s", self.id, dtmf.digit)
-        return [UserText(f"(The caller pressed {dtmf.digit} on the phone's keypad.)")]
+        return [KeyPressed(dtmf.digit)]
 
     # -- server -> Twilio ----------------------------------------------------
 

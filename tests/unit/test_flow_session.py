@@ -459,3 +459,26 @@ async def test_a_process_killed_before_the_replys_turn_is_stored_resumes_where_t
     again, _llm, _events = restaurant([], history=stored)
     assert again.flow is not None and again.flow.step_name == "confirm"
     assert again.flow.state == {"party_size": 4, "name": "Maria", "date": "Friday", "time": "8 pm"}
+
+
+async def test_the_order_number_keyed_on_the_keypad_fills_the_field_as_if_said():
+    agent = load_agent(SUPPORT)
+    session, llm, events = make(agent.flow, [form(order=None), form(order="4512")], agent.tools)
+    session.user_text("It's about my order.")
+    quiet = np.zeros(ASR_BLOCK, dtype=np.float32)
+    keys = iter("4512")
+
+    def source(i: int) -> np.ndarray | None:
+        if i > 150 and i % 10 == 0 and session.idle:  # after the question: one key every 0.2 s
+            key = next(keys, None)
+            if key is not None:
+                session.key_pressed(key)
+        return quiet if i < 600 else None
+
+    await Pump(session, ReplayDevice(source, session.output_rate), settle=True).run(max_ticks=600)
+    await session.aclose()
+    keyed = [t.text for t in session.history.turns if t.role == "user"][-1]
+    assert keyed == "(Keyed on the phone's keypad: 4 5 1 2)"  # one turn, 2 s after the last key
+    assert "4 5 1 2" in json.dumps(llm.requests[-1])  # read for the field like the spoken digits
+    assert session.flow is not None and session.flow.state == {"order": "4512"}
+    assert steps(events)[-1][0] == "anything_else"

@@ -36,6 +36,7 @@ from transport.protocol import (
     AudioIn,
     CancelReply,
     Configure,
+    KeyPressed,
     Limits,
     PlayedReport,
     Send,
@@ -743,3 +744,11 @@ def test_hello_with_a_suppressor_the_server_does_not_have_is_refused(proto):
     (message,) = sent(proto.receive_text(hello(denoise="krisp")))
     assert message["type"] == "error" and message["code"] == "invalid_message" and "denoise" in message["message"]
     assert proto.configured is None
+
+
+def test_a_key_of_a_phones_keypad_is_a_key_for_the_session():
+    proto = VoiceProtocol("s", 24000)
+    proto.receive_text('{"type": "hello", "sample_rate": 16000}')
+    assert proto.receive_text('{"type": "key", "key": "#"}') == [KeyPressed("#")]
+    (refused,) = proto.receive_text('{"type": "key", "key": "12"}')
+    assert isinstance(refused, Send) and '"invalid_message"' in str(refused.message)

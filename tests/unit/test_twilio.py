@@ -18,7 +18,7 @@ from core.call import CallConfig, IdlePolicy
 from core.events import PlaybackStopped, TurnEnd
 from shell.config import SessionConfig
 from transport import g711
-from transport.protocol import AudioIn, Close, Configure, PlayedReport, UserText
+from transport.protocol import AudioIn, Close, Configure, KeyPressed, PlayedReport
 from transport.twilio import LEAD_S, TwilioProtocol
 from transport.ws_server import ServerConfig, VoiceServer
 from voice.app.conversations import Conversations
@@ -109,10 +109,10 @@ def test_a_clear_counts_what_twilio_held_as_dropped_and_ignores_the_marks_it_ech
     assert proto.receive_text(mark(name)) == [PlayedReport(heard + 480, 5 * 480 - heard)]
 
 
-def test_dtmf_is_a_typed_turn_and_stop_ends_the_session():
+def test_dtmf_is_a_key_for_the_session_and_stop_ends_it():
     proto = started()
     dtmf = {"event": "dtmf", "streamSid": SID, "sequenceNumber": "5", "dtmf": {"track": "inbound_track", "digit": "1"}}
-    assert proto.receive_text(json.dumps(dtmf)) == [UserText("(The caller pressed 1 on the phone's keypad.)")]
+    assert proto.receive_text(json.dumps(dtmf)) == [KeyPressed("1")]
     assert proto.digits == ["1"]
     stop = {"event": "stop", "sequenceNumber": "6", "streamSid": SID, "stop": {"accountSid": "AC123", "callSid": "CA4"}}
     assert proto.receive_text(json.dumps(stop)) == [Close(1000, "the call ended")]
