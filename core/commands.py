@@ -135,9 +135,10 @@ class Goodbye:
 @dataclass(frozen=True)
 class EndConversation:
     """The agent's flow reached a step that ends the conversation: it ends once reply ``response``
-    was heard whole (core/flow.py)."""
+    was heard whole (core/flow.py), and a phone call is put through to ``transfer`` then (None: hung up)."""
 
     response: int
+    transfer: str | None = None
 
 
 @dataclass(frozen=True)

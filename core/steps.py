@@ -58,7 +58,7 @@ class Steps:
         if step.transfer:
             out.append(Emit(Transfer(t, to=step.transfer, response=r.id)))
         if step.end or step.transfer:
-            out.append(EndConversation(r.id))  # once this reply has been heard
+            out.append(EndConversation(r.id, step.transfer))  # once this reply has been heard
         text = flow.entry_text()
         if step.collect and r.user_text and r.tool.steps_moved < MAX_STEPS_PER_REPLY:
             if text is not None:  # its words first, then what the turn that led here says of its fields

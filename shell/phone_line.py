@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from core.call import CallConfig, IdleAction, IdleWatch
 from core.commands import Command
@@ -24,8 +25,20 @@ from shell.clock import Clock
 log = logging.getLogger("voice.session")
 
 
+class CallControl(Protocol):
+    """What the telephone provider does with a live call (``transport/twilio_calls.py``)."""
+
+    async def transfer(self, to: str) -> str | None:
+        """Put the call through to ``to`` (a number or a SIP address): None once done, else why not."""
+        ...
+
+
+# Said when the provider refuses a transfer: the caller is still on the line with us.
+TRANSFER_FAILED = "I'm sorry, I couldn't put you through just now. Is there anything else I can help with?"
+
+
 class PhoneLine:
-    """Greeting, idle watch, timers and the end of one conversation."""
+    """Greeting, idle watch, timers, the keypad and the end of one conversation."""
 
     def __init__(
         self,
@@ -35,9 +48,13 @@ class PhoneLine:
         playout: Playout,
         run: Callable[[list[Command]], None],
         busy: Callable[[], bool],
+        calls: CallControl | None = None,
+        spawn: Callable[[Coroutine[Any, Any, None]], object] | None = None,
     ) -> None:
         """``run``: carries out the core's commands; ``busy``: work, audio or tools are in flight
-        (the line is not quiet then)."""
+        (the line is not quiet then); ``calls``: the provider's control of a phone call, which a
+        transfer goes through (None: a transfer only ends the conversation, and the client acts on
+        its ``transfer`` event); ``spawn``: runs the transfer's request beside the session."""
         self.clock = clock
         self.conversation = conversation
         self._playout = playout
@@ -46,6 +63,8 @@ class PhoneLine:
         self._alarms: list[tuple[float, str]] = []  # (due on the session's clock, what to say)
         self._ending = False  # a tool ended the conversation: over once the reply has been played
         self._ending_on: int | None = None  # the reply (the goodbye) whose hearing ends it; None: any
+        self._transfer: str | None = None  # where the call is put through once it ends
+        self._calls, self._spawn = calls, spawn
         self._greeting = call.greeting if call is not None else None  # said at the first block, then None
         self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
@@ -95,18 +114,33 @@ class PhoneLine:
         c = self.conversation
         hung_up = self._idle_watch is not None and self._idle_watch.hanging_up
         if (self._ending or hung_up) and c.response is None and not self._playout.queued and not c.user_speaking:
+            if self._transfer is not None and self._calls is not None and self._spawn is not None:
+                to, self._transfer, self._ending = self._transfer, None, False
+                self._spawn(self._put_through(self._calls, to))
+            else:
+                self.ended.set()
+
+    async def _put_through(self, calls: CallControl, to: str) -> None:
+        """The handover was heard: the provider puts the call through, and the conversation is over;
+        where it refuses, the caller hears so and the conversation goes on."""
+        refused = await calls.transfer(to)
+        if refused is None:
+            log.info("the call was put through to %s", to)
             self.ended.set()
+            return
+        log.error("the call could not be put through to %s: %s", to, refused)
+        self._run(self.conversation.announce(TRANSFER_FAILED, self.clock.now()))
 
     def say_later(self, delay_s: float, text: str) -> None:
         """Say ``text`` ``delay_s`` seconds from now on the session's clock (a timer going off)."""
         self._alarms.append((self.clock.now() + delay_s, text))
         self._alarms.sort(key=lambda a: a[0])
 
-    def end_after_reply(self, response: int | None = None) -> None:
+    def end_after_reply(self, response: int | None = None, transfer: str | None = None) -> None:
         """End the conversation once reply ``response`` (None: the one in flight) has been played:
-        :attr:`ended` is set then."""
+        :attr:`ended` is set then (with ``transfer``, once the call was put through there)."""
         r = self.conversation.response
-        self._ending = True
+        self._ending, self._transfer = True, transfer
         self._ending_on = response if response is not None else (r.id if r is not None else None)
 
     def reply_cut(self, response: int) -> None:
@@ -114,4 +148,4 @@ class PhoneLine:
         spoke over it ("wait, one more thing"), and the call stays up to hear them."""
         if self._ending and self._ending_on in (None, response):
             log.info("the person spoke over the goodbye (reply %d): the conversation goes on", response)
-            self._ending, self._ending_on = False, None
+            self._ending, self._ending_on, self._transfer = False, None, None

@@ -77,7 +77,7 @@ from shell.engines import Engines
 from shell.flow_functions import FlowFunctions, resumed_run
 from shell.heard_audio import HeardAudio
 from shell.listening import Listening
-from shell.phone_line import PhoneLine
+from shell.phone_line import CallControl, PhoneLine
 from shell.speaking import Speaking
 from shell.tool_runner import SessionToolContext, ToolRunner
 from shell.tools import Tools
@@ -111,12 +111,14 @@ class Session:
         history: History | None = None,
         lockstep: bool = False,
         tools: Tools | None = None,
+        calls: CallControl | None = None,
     ) -> None:
         """``clock``: the session's timeline, which starts with the device's first audio.
         ``lockstep=True`` is for virtual time: engine work is taken as instant, so each
         stage finishes what it was given before the stage upstream goes on (a chunk is
         synthesized before the next LLM delta is read). The order of events then no
-        longer depends on the machine. ``tools``: what the model may call (None: nothing). With
+        longer depends on the machine. ``tools``: what the model may call (None: nothing); ``calls``:
+        the provider's control of a phone call, which an agent's transfer goes through. With
         an agent's steps (``config.flow``) a resumed ``history`` goes on at the step and with the
         state its last turn stored."""
         self.engines = engines
@@ -185,7 +187,7 @@ class Session:
             Denoising(cfg.denoise, cfg.denoise_asr, echo_cancel),
         )  # fmt: skip
         self._speaking = Speaking(engines, clock, c, self._playout, work, run, emit, error, lockstep, f"{id(self):x}")
-        self._line = PhoneLine(cfg.call, clock, c, self._playout, run, busy=_weakly(self._in_use))
+        self._line = PhoneLine(cfg.call, clock, c, self._playout, run, _weakly(self._in_use), calls, work.spawn)
         functions = FlowFunctions(self.flow, c.history) if self.flow is not None else None
         self._tools = ToolRunner(
             self.tools, clock, c, run, SessionToolContext(self._line, self.flow), cfg.client_tool_timeout_s, functions
@@ -393,7 +395,7 @@ class Session:
     def _end_conversation(self, cmd: EndConversation) -> None:
         """The agent's flow reached its end: the conversation ends once the reply has been heard."""
         log.info("the agent's flow ended the conversation: it ends after reply %d", cmd.response)
-        self._line.end_after_reply(cmd.response)
+        self._line.end_after_reply(cmd.response, cmd.transfer)
 
     def _error(self, where: str, message: str) -> None:
         self.errors.append(f"{where}: {message}")

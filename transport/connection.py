@@ -53,6 +53,7 @@ from transport.protocol import (
 )
 from transport.resample import Resampler, resampler
 from transport.server_types import ServedAgent, Server, ServerConfig
+from transport.twilio_calls import TwilioCall
 from transport.wire import quote
 
 log = logging.getLogger("voice.server")
@@ -264,7 +265,8 @@ class Connection:
             history, self.recorder = opened.history, opened.recorder
         self.clock = MonotonicClock()  # restarted at the first audio (the pump): the session's timeline
         tools = agent.tools if agent is not None else self.server.config.tools
-        self.session = Session(self.server.engines, self.clock, session_cfg, self._on_event, history, tools=tools)
+        engines, on_event, calls = self.server.engines, self._on_event, TwilioCall.of(cfg.meta)  # (transfers)
+        self.session = Session(engines, self.clock, session_cfg, on_event, history, tools=tools, calls=calls)
         if cfg.tools:
             self.session.set_client_tools(list(cfg.tools))
         self._apply_now(self.dialect.ready(self.id, self.session.history.to_json()))
