@@ -43,6 +43,8 @@ class OverReply:
         self.cut_by: dict[int, tuple[str, str]] = {}
         # Whether the reply may end now (it was resumed): the reply's course decides, set by the conversation.
         self.finish: Callable[[Reply, float], list[Command]] = lambda r, t: []
+        # A reply is cut by the person: what an agent's flow makes of it (core/steps.py), set by the conversation.
+        self.on_cut: Callable[[Reply, float], list[Command]] = lambda r, t: []
 
     def onset(self, onset: float, t: float) -> list[Command]:
         """The VAD heard voiced frames from ``onset`` on: the reply pauses while they are judged."""
@@ -187,7 +189,7 @@ class OverReply:
         r = f.response
         if r is None or hold is None:
             return []
-        out = self.heard_replies.cut(r, hold, t, reason)
+        out = self.on_cut(r, t) + self.heard_replies.cut(r, hold, t, reason)
         f.response = None
         f.state = f.idle_state()
         return out

@@ -89,6 +89,19 @@ class Steps:
         r.llm_done = True
         return [*out, Emit(LlmDone(t, response=r.id, tokens=r.tokens))]
 
+    def reply_cut(self, r: Reply, t: float) -> list[Command]:
+        """Reply ``r`` was cut by the person. Where it had entered a step that ends or transfers the
+        call, they spoke over its goodbye or handover ("wait, one more thing"): the call stays up
+        (shell/phone_line.py), and the conversation goes back to the step before, where they are
+        heard; a step that ends has no way on. Any other transition the reply took is kept."""
+        flow = self.flow
+        if flow is None or not r.tool.steps_moved or not (flow.step.end or flow.step.transfer):
+            return []
+        left = flow.step_name
+        flow.enter(flow.previous, self.history.last_user_turn())
+        self._keep_place(r)
+        return [Emit(StepEntered(t, step=flow.step_name, previous=left, response=r.id))]
+
     def _keep_place(self, r: Reply) -> None:
         """Where reply ``r`` has taken the flow (its step and state), kept at once with the person's turn
         it answers (``left_at``): a process killed before the reply's own turn is stored resumes there."""

@@ -118,7 +118,7 @@ class Conversation:
         self._turn = Answering(
             self._floor, self._spec, self._tool_rounds, self._over, self._flow, system_prompt, early_final_s
         )
-        self._over.finish = self._flow.maybe_finish
+        self._over.finish, self._over.on_cut = self._flow.maybe_finish, self._flow.steps.reply_cut
         self._flow.answer = self._turn.answer
         self._tool_rounds.flow, self._tool_rounds.restate = flow, self._turn.asking.step_messages
         self._tool_rounds.on_step_entered = self._flow.steps.entered

@@ -482,3 +482,27 @@ async def test_the_order_number_keyed_on_the_keypad_fills_the_field_as_if_said()
     assert "4 5 1 2" in json.dumps(llm.requests[-1])  # read for the field like the spoken digits
     assert session.flow is not None and session.flow.state == {"order": "4512"}
     assert steps(events)[-1][0] == "anything_else"
+
+
+async def test_a_handover_the_person_speaks_over_goes_back_to_the_step_before_and_the_call_stays_up():
+    session, _llm, events = restaurant([])
+    quiet = np.zeros(ASR_BLOCK, dtype=np.float32)
+    said = cut = False
+
+    def source(i: int) -> np.ndarray | None:
+        nonlocal said, cut
+        if i > 2 and session.idle and not said:
+            session.user_text("Can I speak to the manager, please?")
+            said = True
+        elif said and not cut and of(events, Transfer) and of(events, TtsChunk)[-1].text.startswith("Let me"):
+            session.cancel_response()  # the person stops it: "no wait, sorry, I'd like a table"
+            cut = True
+        return quiet if i < 300 else None
+
+    await Pump(session, ReplayDevice(source, session.output_rate), settle=True).run(max_ticks=300)
+    await session.aclose()
+    assert cut and [s[:2] for s in steps(events)][-2:] == [("handover", "greeting"), ("greeting", "handover")]
+    assert session.flow is not None and session.flow.step_name == "greeting"
+    assert not session.ended.is_set()
+    user = [t for t in session.history.turns if t.role == "user"][-1]
+    assert user.extra["left_at"]["step"] == "greeting"  # a process killed now resumes there too

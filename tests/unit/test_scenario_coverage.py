@@ -42,3 +42,9 @@ def test_a_step_no_scenario_reached_is_named():
     (cov,) = coverage([("hello", RESTAURANT, flow, [entered("greeting", response=0)])])
     assert cov.missed_steps() == ["details", "confirm", "book", "goodbye", "handover"]
     assert "steps no scenario reached: details, confirm, book, goodbye, handover" in coverage_table([cov])
+
+
+def test_the_agent_file_is_named_as_short_as_it_can_be():
+    flow = load_agent(RESTAURANT).flow
+    (cov,) = coverage([("hello", "scenarios/../agents/restaurant.yaml", flow, [entered("greeting", response=0)])])
+    assert coverage_table([cov]).startswith("agents/restaurant.yaml (1 scenario): steps 1 of 6")

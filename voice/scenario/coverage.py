@@ -58,7 +58,7 @@ def coverage_table(covs: list[FlowCoverage]) -> str:
         steps, transitions = len(c.flow.steps), len(c.all_transitions())
         reached = steps - len(c.missed_steps())
         taken = transitions - len(c.missed_transitions())
-        where = os.path.relpath(c.path) if os.path.isabs(c.path) else c.path
+        where = os.path.normpath(os.path.relpath(c.path) if os.path.isabs(c.path) else c.path)
         count = f"{len(c.scenarios)} scenario{'s' if len(c.scenarios) != 1 else ''}"
         lines.append(f"{where} ({count}): steps {reached} of {steps}, transitions {taken} of {transitions}")
         if c.missed_steps():
