@@ -89,7 +89,8 @@ async def test_a_key_pressed_is_a_turn_the_model_answers(voice_server):
     await call(voice_server.port, steps=[Listen(15.0), Press("5"), Listen(40.0)])
     record = await new_session(voice_server, before)
     turns = [(t.role, t.text) for t in record.history.turns]
-    assert turns[1] == ("user", "(The caller pressed 5 on the phone's keypad.)"), turns
+    # One key, then none for 2 s: the entry is over (core/keypad.py).
+    assert turns[1] == ("user", "(Keyed on the phone's keypad: 5)"), turns
     assert turns[2][0] == "assistant" and turns[2][1], turns
 
 
