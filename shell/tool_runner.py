@@ -140,8 +140,8 @@ class ToolRunner:
                 why = str(e)
             if why is None:
                 # Waited for from now: the client may answer as soon as it sees the call.
-                self._client_results[cmd.call.id] = loop.create_future()
-                task = loop.create_task(self._await_client(cmd))
+                waiting = self._client_results[cmd.call.id] = loop.create_future()
+                task = loop.create_task(self._await_client(cmd, waiting))
                 self._tasks[cmd.call.id] = (cmd.response, True, task)
                 return
             checked: tuple[OfferedTool, dict[str, Any]] | str = why
@@ -162,10 +162,11 @@ class ToolRunner:
             if response == cmd.response and cancel:
                 task.cancel()
 
-    async def _await_client(self, cmd: RunTool) -> None:
-        """A call of the client's: its output, within ``client_tool_timeout_s``."""
+    async def _await_client(self, cmd: RunTool, waiting: asyncio.Future) -> None:
+        """A call of the client's: its output, within ``client_tool_timeout_s``. ``waiting`` is given,
+        not looked up: a client that answered before this task first ran took it out of the table
+        already (its answer was lost, and the task failed)."""
         start = self.clock.now()
-        waiting = self._client_results[cmd.call.id]
         timeout = self._client_timeout_s
         try:
             result = ToolResult("ok", await asyncio.wait_for(waiting, timeout), self.clock.now() - start)

@@ -179,18 +179,28 @@ CLIENT_TOOL = {
 
 async def test_a_client_tool_waits_for_the_clients_output_and_the_reply_goes_on_with_it():
     replies = [[call("look_up_order", '{"order": "A1"}')], "It has shipped."]
-    session, llm, events = make(replies, Tools())
+    llm = StandInLLM(replies)
+    events: list[Event] = []
+    answered: list[bool] = []
+
+    def client() -> None:  # answers the call as a Realtime client would, once it sees it
+        answered.append(session.client_tool_output("c0", "shipped on Monday"))
+        answered.append(session.client_tool_output("c0", "again"))  # answered once
+
+    def sink(e: Event) -> None:
+        # At the loop's next turn after the call is seen, before the session's task that waits for
+        # it has run: an answer that quick was lost once. (Polling the wall clock, as this test did,
+        # was sometimes too late for the call's timeout on virtual time.)
+        events.append(e)
+        if isinstance(e, ToolCallStart):
+            asyncio.get_running_loop().call_soon(client)
+
+    cfg = SessionConfig(echo_cancel=False, end_of_turn=None, speculate=False)
+    engines = StandInEngines(StandInRecognizer(WORDS), llm)
+    session = Session(engines, VirtualClock(), cfg, sink, lockstep=True, tools=Tools())  # type: ignore[arg-type]
     session.set_client_tools([CLIENT_TOOL])
-
-    async def client() -> None:  # answers the call as a Realtime client would, once it sees it
-        while not kinds(events, ToolCallStart):
-            await asyncio.sleep(0.01)
-        assert session.client_tool_output("c0", "shipped on Monday")
-        assert not session.client_tool_output("c0", "again")  # answered once
-
-    answering = asyncio.ensure_future(client())
     await run(session, QUESTION, tail_s=10)
-    await answering
+    assert answered == [True, False]
     assert llm.tools[0] == [CLIENT_TOOL]
     (ended,) = kinds(events, ToolCallEnd)
     assert (ended.status, ended.result) == ("ok", "shipped on Monday")
