@@ -208,14 +208,12 @@ class FlowRun:
         missing = self.missing(t.needs)
         if missing:
             return CallAnswer(f"Not yet: ask the person for {', '.join(missing)} first.", ok=False)
-        entered = self.enter(t.to, history_len)
-        self.via = function
-        return CallAnswer(f"Now in step {t.to}.", entered=entered)
+        return CallAnswer(f"Now in step {t.to}.", entered=self.enter(t.to, history_len, via=function))
 
-    def enter(self, name: str, history_len: int, summary: str | None = None) -> Step:
-        """Step ``name`` is entered: its context starts where its rule says."""
+    def enter(self, name: str, history_len: int, summary: str | None = None, via: str = "") -> Step:
+        """Step ``name`` is entered (by transition ``via``; "": none): its context starts where its rule says."""
         step = self.flow.steps[name]
-        self.previous, self.step_name, self.via = self.step_name, name, ""
+        self.previous, self.step_name, self.via = self.step_name, name, via
         self.entered += 1
         if step.context == "all":
             self.context_from, self.summary = 0, None
