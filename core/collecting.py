@@ -20,7 +20,7 @@ from typing import Any
 
 from core.faithful import given, numbers_in
 from core.flow import Field, FlowRun
-from core.grounded import said_numbers
+from core.grounded import UNIT_WORDS, said_numbers
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 # Words a model writes for a time or an amount the person said otherwise ("8 pm" for "eight in
@@ -47,8 +47,7 @@ def said_value(value: Any, schema: dict[str, Any], said: str) -> bool:
     return all(given(n, numbers) for n in own_numbers) and all(w in words for w in own_words)
 
 
-_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-_DIGIT_WORDS = {**{w: str(i) for i, w in enumerate(_DIGITS)}, "oh": "0", "o": "0"}
+_DIGIT_WORDS = {**{w: str(v) for w, v in UNIT_WORDS.items() if v < 10}, "o": "0"}  # "zero" to "nine", "oh"
 _DIGIT_TOKEN = re.compile(r"\d+|[^\W\d_]+")
 
 

@@ -16,7 +16,7 @@ import re
 
 from core.faithful import given, numbers_given, numbers_in
 
-_UNITS = {
+UNIT_WORDS = {
     "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
     "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
@@ -37,8 +37,8 @@ def numbers_in_words(text: str) -> list[float]:
     words = _WORD.findall(text.lower().replace("-", " "))
     for i, word in enumerate(words):
         follows = words[i + 1] if i + 1 < len(words) else ""
-        if word in _UNITS:
-            value = _UNITS[word]
+        if word in UNIT_WORDS:
+            value = UNIT_WORDS[word]
             if in_number and (current % 10 or (value >= 10 and current % 100)):
                 found.append(total + current)  # "four fifty", "two two": a new number begins
                 total = current = 0.0

@@ -208,8 +208,12 @@ class CancelMessage(msgspec.Struct, frozen=True):
     pass
 
 
+# One key of a phone's keypad (core/keypad.py): what our ``key`` message and Twilio's ``dtmf`` hold.
+Key = Annotated[str, msgspec.Meta(pattern="^[0-9*#A-D]$")]
+
+
 class KeyMessage(msgspec.Struct, frozen=True):
-    key: Annotated[str, msgspec.Meta(pattern="^[0-9*#A-D]$")]  # one key of a phone's keypad
+    key: Key
 
 
 CLIENT_MESSAGES: dict[str, type[msgspec.Struct]] = {

@@ -40,6 +40,7 @@ from transport.protocol import (
     AudioIn,
     Close,
     Configure,
+    Key,
     KeyPressed,
     Limits,
     PlayedReport,
@@ -58,8 +59,6 @@ LEAD_S = 0.3
 
 Sid = Annotated[str, msgspec.Meta(max_length=64)]  # Twilio's ids are 34 characters
 Param = Annotated[str, msgspec.Meta(max_length=1024)]
-# One key of a phone's keypad: what a ``dtmf`` message holds, and all it may put in a turn.
-Digit = Annotated[str, msgspec.Meta(pattern="^[0-9*#A-D]$")]
 
 
 class MediaFormat(msgspec.Struct, frozen=True, rename="camel"):
@@ -85,7 +84,7 @@ class MarkInfo(msgspec.Struct, frozen=True):
 
 
 class DtmfInfo(msgspec.Struct, frozen=True):
-    digit: Digit
+    digit: Key  # one key of a phone's keypad, all a ``dtmf`` message may put in a turn
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):  # Twilio names fields in camelCase

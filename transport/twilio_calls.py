@@ -11,15 +11,12 @@ text: the caller is told, and the conversation goes on (shell/phone_line.py).
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
 import httpx
-
-log = logging.getLogger("voice.server")
 
 API_URL = "https://api.twilio.com"
 TIMEOUT_S = 10.0
