@@ -46,7 +46,7 @@ class Answering:
         self.tool_rounds = tool_rounds
         self.over = over
         self.flow = flow
-        self.asking = Asking(floor, tool_rounds, system_prompt)
+        self.asking = Asking(floor, tool_rounds, system_prompt, flow.steps)
         self.early_final_s = early_final_s
         self._early: EarlyFinal | None = None
         self._paused_end: float | None = None  # the person is in a pause after speech that ended here
@@ -276,7 +276,7 @@ class Answering:
         return [
             *out,
             Emit(ResponseStart(t, response=r.id, utterance=utterance, text=answered)),
-            *self.asking.first_request(r, answered, self.flow.steps, t),
+            *self.asking.first_request(r, answered, t),
             *self._goodbye(r, answered),
             *self.over.hold_for_later_speech(r, utterance, t),
         ]
@@ -295,7 +295,7 @@ class Answering:
             or f.response is not None
             or f.waiting
             or f.transcribing
-            or self.asking.collecting()  # its request waits for what the person's turn is found to say
+            or self.asking.reads_first()  # its request waits for what the person's turn is found to say
             or self.asking.heard_transition(text) is not None  # the flow moves on: not the model's to answer
         ):
             return []

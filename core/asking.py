@@ -22,10 +22,11 @@ from core.tool_rounds import ToolRounds
 class Asking:
     """The requests of one conversation's replies (see the module's docstring)."""
 
-    def __init__(self, floor: Floor, tool_rounds: ToolRounds, system_prompt: str | None) -> None:
+    def __init__(self, floor: Floor, tool_rounds: ToolRounds, system_prompt: str | None, steps: Steps) -> None:
         self.floor = floor
         self.tool_rounds = tool_rounds  # its flow: the step whose instructions and context apply
         self.system_prompt = system_prompt
+        self.steps = steps
 
     def messages(self, text: str) -> list[dict[str, str]]:
         """The LLM request that answers ``text``: the conversation so far, then it. In a language
@@ -68,15 +69,31 @@ class Asking:
         flow = self.tool_rounds.flow
         return None if flow is None else flow.heard_transition(text, self.floor.language.current)
 
-    def first_request(self, r: Reply, text: str, steps: Steps, t: float) -> list[Command]:
-        """Reply ``r`` begins: a transition its phrases take is taken, and the reply speaks for the new
-        step; in a step that collects, ``text`` is read for its fields first (core/steps.py); else the
-        model answers."""
+    def reads_first(self) -> bool:
+        """Whether the person's turn is read before the model may answer it: the step collects fields,
+        or a hook is given each turn first (a speculative reply would not know what it finds)."""
         flow = self.tool_rounds.flow
+        return flow is not None and (bool(flow.step.collect) or flow.turn_hook() is not None)
+
+    def first_request(self, r: Reply, text: str, t: float) -> list[Command]:
+        """Reply ``r`` begins: the step's hook for the person's turn is called first, if it has one
+        (core/steps.py goes on with :meth:`read_turn`); else :meth:`read_turn` at once."""
+        flow = self.tool_rounds.flow
+        hook = flow.turn_hook() if flow is not None else None
+        if hook is not None and not r.tool.turn_hooked:
+            r.tool.turn_hooked = True
+            return self.tool_rounds.call_hook(r, "on_user_turn", hook, {"text": text}, t)
+        return self.read_turn(r, t)
+
+    def read_turn(self, r: Reply, t: float) -> list[Command]:
+        """The person's turn, read: a transition its phrases take is taken, and the reply speaks for
+        the new step; in a step that collects, it is read for its fields first (core/steps.py); else
+        the model answers (with what a hook added to its request)."""
+        steps, flow, text = self.steps, self.tool_rounds.flow, r.user_text
         heard = self.heard_transition(text)
         if flow is not None and heard is not None:
             flow.move(heard.function, self.floor.history.last_user_turn())
             return steps.entered(r, t)
         if self.collecting():
             return [steps.extract(r, text)]
-        return [StartResponse(r.id, r.messages, tools=self.tool_rounds.offered())]
+        return [StartResponse(r.id, r.messages, tools=self.tool_rounds.offered(), round=r.tool.round)]

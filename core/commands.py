@@ -59,10 +59,14 @@ class Extract:
 @dataclass(frozen=True)
 class RunTool:
     """Check ``call`` against its tool and run it; answer with :meth:`Conversation.tool_finished`
-    (a call whose tool is unknown or whose arguments do not fit is answered as an error, unrun)."""
+    (a call whose tool is unknown or whose arguments do not fit is answered as an error, unrun).
+    ``hook``: the call is one of the flow's hooks (on_enter, on_exit, on_user_turn: core/steps.py),
+    given those of the arguments ``given`` that its tool takes."""
 
     response: int
     call: ToolCall
+    hook: str = ""
+    given: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ that move the conversation to another step (:class:`Transition`), the state fiel
 collects, what the model's context holds on entry (:data:`Context`), an exact text said on
 entry without the model, and whether the model speaks on entry or waits for the person.
 A step with ``end`` ends the conversation once its text was heard; one with ``transfer``
-hands the call to a number or address.
+hands the call to a number or address. Hooks (``on_enter``, ``on_exit``, ``on_user_turn``, and the
+agent's ``on_tool_result``) are tools of the agent's that the flow calls itself (core/steps.py).
 
 :class:`FlowRun` is one conversation's place in the flow: its step and its state. It is
 pure: the functions the model calls are answered here (:meth:`FlowRun.call`), and the shell
@@ -18,6 +19,7 @@ I/O; the agent file is read by :mod:`voice.agent`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +30,9 @@ from core.phrases import holds_phrase
 # them ("none"), the last N turns (an int), or a summary of what came before ("summary").
 Context = Literal["all", "none", "summary"] | int
 Respond = Literal["wait", "speak"]
+# A hook: the name of one of the agent's tools (a Python agent file may give the function, which
+# its loader turns into its name: what the flow holds is always a name).
+Hook = str | Callable[..., Any]
 
 _FIELD_IN_TEXT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -83,6 +88,9 @@ class Step:
     call: str | None = None  # a tool the flow calls itself on entry, without arguments (it reads the state)
     end: bool = False  # the conversation ends once ``say`` was heard
     transfer: str | None = None  # the call goes to this number or SIP address on entry
+    on_enter: Hook | None = None  # called on entry, before ``say``; a text it returns is said first
+    on_exit: Hook | None = None  # called when a transition leaves the step
+    on_user_turn: Hook | None = None  # called with each finished turn of the person's in the step
 
     def function_names(self) -> list[str]:
         """The names of the flow's own functions this step offers the model (its transitions but the automatic)."""
@@ -100,6 +108,8 @@ class Flow:
     fields: dict[str, Field] = field(default_factory=dict)
     tools: tuple[str, ...] = ()
     name: str = "agent"
+    on_user_turn: Hook | None = None  # every step's (a step's own is called instead)
+    on_tool_result: Hook | None = None  # called with each tool's result, which it may rewrite
 
     def step(self, name: str) -> Step:
         return self.steps[name]
@@ -173,6 +183,11 @@ class FlowRun:
             for t in self.step.transitions
             if not t.auto
         ]
+
+    def turn_hook(self) -> str | None:
+        """The hook each finished turn of the person's is given to first (None: none): the step's, else the agent's."""
+        hook = self.step.on_user_turn or self.flow.on_user_turn
+        return hook if isinstance(hook, str) else None
 
     def missing(self, names: tuple[str, ...] | list[str]) -> list[str]:
         return [n for n in names if self.state.get(n) is None]

@@ -27,6 +27,7 @@ def problems(flow: Flow, known_tools: set[str] | None = None) -> list[str]:
     for name in flow.tools:
         if known_tools is not None and name not in known_tools:
             out.append(f"tools: no tool named {name!r}")
+    out += _hook_problems({"on_user_turn": flow.on_user_turn, "on_tool_result": flow.on_tool_result}, known_tools)
     for step in flow.steps.values():
         out += [f"step {step.name}: {p}" for p in _step_problems(flow, step, known_tools)]
     if flow.start in flow.steps:
@@ -69,6 +70,8 @@ def _step_problems(flow: Flow, step: Step, known_tools: set[str] | None) -> list
     for n in step.tools:
         if known_tools is not None and n not in known_tools:
             out.append(f"tools: no tool named {n!r}")
+    hooks = {"on_enter": step.on_enter, "on_exit": step.on_exit, "on_user_turn": step.on_user_turn}
+    out += _hook_problems(hooks, known_tools)
     offered = [*dict.fromkeys((*flow.tools, *step.tools)), *step.function_names()]
     twice = sorted({n for n in offered if offered.count(n) > 1})
     if twice:
@@ -83,6 +86,19 @@ def _step_problems(flow: Flow, step: Step, known_tools: set[str] | None) -> list
         out.append(f"context {step.context!r}: all, none, summary or a number of turns")
     if step.respond not in ("wait", "speak"):
         out.append(f"respond {step.respond!r}: wait or speak")
+    return out
+
+
+def _hook_problems(hooks: dict[str, object], known_tools: set[str] | None) -> list[str]:
+    """A hook names one of the agent's tools (a Python file's function is one: its loader named it)."""
+    out = []
+    for key, hook in hooks.items():
+        if hook is None:
+            continue
+        if not isinstance(hook, str):
+            out.append(f"{key}: the name of a tool is needed, not {type(hook).__name__}")
+        elif known_tools is not None and hook not in known_tools:
+            out.append(f"{key}: no tool named {hook!r}")
     return out
 
 

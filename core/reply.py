@@ -52,6 +52,10 @@ class ToolState:
     steps_entered: int = 0  # the flow's steps entered when this reply last looked (core/flow.py)
     steps_moved: int = 0  # transitions this reply made
     step_call: bool = False  # this round is the call a step makes on entry (``call:``)
+    hook: str = ""  # this round calls a hook of the flow's: on_enter, on_exit or on_user_turn ("": none)
+    hooks_left: list[tuple[str, str]] = field(default_factory=list)  # (kind, tool) to call after it, in order
+    turn_hooked: bool = False  # the person's turn was given to its hook already
+    say_result: bool = False  # the round's result is to be said word for word (a hook returned Say)
 
 
 @dataclass

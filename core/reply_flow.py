@@ -131,13 +131,25 @@ class ReplyFlow:
         return chunks
 
     def tool_finished(
-        self, response: int, call: ToolCall, status: ToolStatus, result: str, duration_s: float, t: float, ran: bool
+        self,
+        response: int,
+        call: ToolCall,
+        status: ToolStatus,
+        result: str,
+        duration_s: float,
+        t: float,
+        ran: bool,
+        say: bool = False,
     ) -> list[Command]:
-        """A tool call's result: stored as a tool turn; the reply waiting for it goes on."""
-        result = result.strip() or "(no result)"
+        """A tool call's result: stored as a tool turn; the reply waiting for it goes on. A hook's
+        (core/steps.py) that gave nothing, or words to say, is no turn: the model is told nothing."""
+        r = self.current(response)
+        hook = r is not None and call.id in r.tool.running and bool(r.tool.hook)
+        result = result.strip() if hook else result.strip() or "(no result)"
         server = self.tool_rounds.servers.get(call.name, "")
         use = ToolUse(call.id, call.name, call.arguments, status, round(duration_s, 3), server)
-        self.floor.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
+        if result and not (hook and say and status == "ok"):
+            self.floor.history.add(Turn("tool", result, t_start=t - duration_s, t_end=t, response=response, tool=use))
         end = ToolCallEnd(
             t,
             response=response,
@@ -149,10 +161,9 @@ class ReplyFlow:
             server=server,
         )
         out: list[Command] = [Emit(end)]
-        r = self.current(response)
         if r is None or call.id not in r.tool.running:
             return out  # a reply already cut: the result is kept, nobody waits for it
-        return out + self.tool_rounds.result(r, call, status, result, ran, t)
+        return out + self.tool_rounds.result(r, call, status, result, ran, t, say)
 
     def extracted(self, response: int, values: dict[str, Any], t: float) -> list[Command]:
         """What reply ``response``'s extraction found of the step's fields (core/steps.py)."""

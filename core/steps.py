@@ -17,6 +17,7 @@ model's answer, told what is known and what is still missing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.collecting import extraction_request, kept_values
@@ -37,20 +38,23 @@ class Steps:
     def __init__(self, tool_rounds: ToolRounds, history: History) -> None:
         self.tool_rounds = tool_rounds
         self.history = history
+        # The person's turn read after its hook (``on_user_turn``): the conversation's (core/asking.py).
+        self.turn_read: Callable[[Reply, float], list[Command]] = lambda r, t: []
 
     @property
     def flow(self) -> FlowRun | None:
         return self.tool_rounds.flow
 
     def entered(self, r: Reply, t: float) -> list[Command]:
-        """A transition was taken in reply ``r``: it goes on for the new step."""
-        flow, rounds = self.flow, self.tool_rounds
+        """A transition was taken in reply ``r``: it goes on for the new step, once the hooks of the
+        step left (``on_exit``) and of the one entered (``on_enter``) have run."""
+        flow = self.flow
         assert flow is not None
         previous = r.tool.steps_entered
         r.tool.steps_entered = flow.entered
         r.tool.steps_moved += flow.entered - previous
         r.tool.rounds_run = r.tool.rounds_refused = 0
-        r.messages = rounds.restate()
+        r.messages = self.tool_rounds.restate()
         step = flow.step
         entered = StepEntered(t, step=step.name, previous=flow.previous, response=r.id, via=flow.via)
         out: list[Command] = [Emit(entered)]
@@ -59,6 +63,24 @@ class Steps:
             out.append(Emit(Transfer(t, to=step.transfer, response=r.id)))
         if step.end or step.transfer:
             out.append(EndConversation(r.id, step.transfer))  # once this reply has been heard
+        left = flow.flow.steps.get(flow.previous)
+        hooks = [("on_exit", left.on_exit if left is not None else None), ("on_enter", step.on_enter)]
+        r.tool.hooks_left = [(kind, name) for kind, name in hooks if isinstance(name, str)]
+        return out + self._next_hook(r, t)
+
+    def _next_hook(self, r: Reply, t: float) -> list[Command]:
+        """The next of the entry's hooks, or when they have all run, the step's own course."""
+        if r.tool.hooks_left:
+            kind, name = r.tool.hooks_left.pop(0)
+            return self.tool_rounds.call_hook(r, kind, name, {}, t)
+        return self._step_course(r, t)
+
+    def _step_course(self, r: Reply, t: float) -> list[Command]:
+        """What the step just entered does: its words, then what it collects, calls, or the model's answer."""
+        flow, rounds = self.flow, self.tool_rounds
+        assert flow is not None
+        step = flow.step
+        out: list[Command] = []
         text = flow.entry_text()
         if step.collect and r.user_text and r.tool.steps_moved < MAX_STEPS_PER_REPLY:
             if text is not None:  # its words first, then what the turn that led here says of its fields
@@ -75,6 +97,27 @@ class Steps:
             r.messages = [*r.messages, {"role": "assistant", "content": text}]
         tools = rounds.offered(functions=False) if r.tool.steps_moved < MAX_STEPS_PER_REPLY else None
         return out + rounds.ask_again(r, t, tools)
+
+    def hook_done(self, r: Reply, t: float) -> list[Command]:
+        """A hook's result is in (core/flow.py). One that failed (it raised, timed out) is told to
+        the model as its result, and the model answers: it apologises, and the conversation goes on
+        in the step it is in. ``on_enter``: a text it returned is said, then the step's own course;
+        ``on_exit``: its result is not used; ``on_user_turn``: ``Say`` is the answer, without the model,
+        a text is what the model reads before it answers (a lookup), nothing: the turn goes on as usual."""
+        kind = r.tool.hook
+        status, result = next(iter(r.tool.results.values()))
+        if status != "ok":
+            r.tool.hooks_left = []
+            self.tool_rounds.with_results(r)
+            return self.tool_rounds.ask_again(r, t, None)
+        say = r.tool.say_result and bool(result)
+        if kind == "on_user_turn" and result and not say:
+            self.tool_rounds.with_results(r)
+        self.tool_rounds.end_round(r)  # what follows is a round of its own, not the hook's
+        if kind == "on_user_turn":
+            return self.say(r, result, t) if say else self.turn_read(r, t)
+        out = self._said(r, result) if kind == "on_enter" and result else []
+        return out + self._next_hook(r, t)
 
     def say(self, r: Reply, text: str, t: float) -> list[Command]:
         """``text``, word for word, in reply ``r``; then a transition the flow can take at once (an

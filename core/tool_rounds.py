@@ -59,6 +59,7 @@ class ToolRounds:
         self.restate: Callable[[], list[dict[str, Any]]] = lambda: []
         self.on_step_entered: Callable[[Reply, float], list[Command]] = lambda r, t: []
         self.on_step_call: Callable[[Reply, float], list[Command]] = lambda r, t: []
+        self.on_hook: Callable[[Reply, float], list[Command]] = lambda r, t: []
 
     def offered(self, functions: bool = True) -> list[dict[str, Any]] | None:
         """The tool specs offered now: every one given, or in a flow the step's tools and (with
@@ -108,12 +109,15 @@ class ToolRounds:
             out.append(Emit(AwaitingTools(t, response=r.id, calls=len(r.tool.round_calls))))
         return out + self.next_round(r, t)
 
-    def result(self, r: Reply, call: ToolCall, status: ToolStatus, result: str, ran: bool, t: float) -> list[Command]:
-        """Call ``call`` of ``r``, which waits for it, has its ``result``."""
+    def result(
+        self, r: Reply, call: ToolCall, status: ToolStatus, result: str, ran: bool, t: float, say: bool = False
+    ) -> list[Command]:
+        """Call ``call`` of ``r``, which waits for it, has its ``result`` (``say``: a hook's, to be said)."""
         r.tool.running.discard(call.id)
         r.tool.results[call.id] = (status, result)
         r.tool.round_ran = r.tool.round_ran or ran
-        if status == "ok":
+        r.tool.say_result = say
+        if status == "ok" and not r.tool.hook:  # a hook's is no answer the model may fail to read back
             r.tool.ok_results.append(result)
         return self.next_round(r, t)
 
@@ -173,13 +177,9 @@ class ToolRounds:
             # refusal out to the person).
             r.tool.rounds_refused += 1
             return self.ask_again(r, t, None)
-        uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
-        said = r.generated[r.tool.round_text_from :].strip()
-        r.messages = [
-            *r.messages,
-            tool_calls_message(said, uses),
-            *(tool_result_message(u, r.tool.results[u.call_id][1]) for u in uses),
-        ]
+        if r.tool.hook:
+            return self.on_hook(r, t)  # its result is the model's to read only where the hook says so
+        self.with_results(r)
         if r.tool.step_call:
             return self.on_step_call(r, t)
         if self.flow is not None and self.flow.entered != r.tool.steps_entered:
@@ -192,6 +192,16 @@ class ToolRounds:
             r.tool.rounds_refused += 1
         again = r.tool.rounds_run < self.max_tool_rounds and r.tool.rounds_refused <= MAX_REFUSED_ROUNDS
         return self.ask_again(r, t, self.offered() if again else None)
+
+    def with_results(self, r: Reply) -> None:
+        """The round's calls and their results added to what the model is asked next."""
+        uses = [ToolUse(c.id, c.name, c.arguments, r.tool.results[c.id][0]) for c in r.tool.round_calls]
+        said = r.generated[r.tool.round_text_from :].strip()
+        r.messages = [
+            *r.messages,
+            tool_calls_message(said, uses),
+            *(tool_result_message(u, r.tool.results[u.call_id][1]) for u in uses),
+        ]
 
     def ask_again(self, r: Reply, t: float, tools: list[dict[str, Any]] | None) -> list[Command]:
         """The next round of ``r``: its state anew, and the model asked with ``r.messages`` (and ``tools``)."""
@@ -210,13 +220,26 @@ class ToolRounds:
         r.tool.round_calls, r.tool.round_over, r.tool.step_call = [call], True, True
         return self._run_call(r, call, t)
 
+    def call_hook(self, r: Reply, kind: str, name: str, arguments: dict[str, Any], t: float) -> list[Command]:
+        """The flow calls its hook ``name`` (``kind``: on_enter, on_exit or on_user_turn) in a round of
+        its own, with ``arguments`` (those its tool takes are given it): core/steps.py goes on with its result."""
+        self._new_round(r)
+        call = ToolCall(0, f"call_{r.id}_{r.tool.round}_{kind}", name, "{}")
+        r.tool.round_calls, r.tool.round_over, r.tool.hook = [call], True, kind
+        out = self._run_call(r, call, t)
+        return [*out[:-1], RunTool(r.id, call, hook=kind, given=arguments)]
+
+    def end_round(self, r: Reply) -> None:
+        """The round is over (a hook's, whose result the flow has used): the next is a new one."""
+        self._new_round(r)
+
     def _new_round(self, r: Reply) -> None:
         r.tool.round += 1
         r.tool.calls = ToolCallStream(id_prefix=f"call_{r.id}_{r.tool.round}_")
         r.tool.round_calls, r.tool.results, r.tool.round_over, r.tool.round_ran = [], {}, False, False
         r.tool.made_up, r.tool.known_numbers = [], None
         r.tool.round_text_from = len(r.generated)
-        r.tool.round_chunks = 0
+        r.tool.round_chunks, r.tool.hook, r.tool.say_result = 0, "", False
 
     def _dispatch(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
         """``call`` is whole: it runs now, or at the commit of a speculative reply; a made-up call

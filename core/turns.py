@@ -123,6 +123,8 @@ class Conversation:
         self._tool_rounds.flow, self._tool_rounds.restate = flow, self._turn.asking.step_messages
         self._tool_rounds.on_step_entered = self._flow.steps.entered
         self._tool_rounds.on_step_call = self._flow.steps.call_done
+        self._tool_rounds.on_hook = self._flow.steps.hook_done
+        self._flow.steps.turn_read = self._turn.asking.read_turn
         heard_replies.extra = flow.snapshot if flow is not None else dict
 
     def offer_tools(
@@ -312,12 +314,14 @@ class Conversation:
         duration_s: float,
         t: float,
         ran: bool = True,
+        say: bool = False,
     ) -> list[Command]:
         """Call ``call`` of reply ``response`` (a ``RunTool``) has its result: ``result`` is what the
         model is told. Stored as a tool turn whatever became of the reply; if the reply is still
         waiting for it, the model is asked again once the round's calls all have theirs.
-        ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit)."""
-        return self._flow.tool_finished(response, call, status, result, duration_s, t, ran)
+        ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit);
+        ``say``: a hook's result to be said word for word (it returned ``Say``)."""
+        return self._flow.tool_finished(response, call, status, result, duration_s, t, ran, say)
 
     def extracted(self, response: int, values: dict[str, Any], t: float) -> list[Command]:
         """What reply ``response``'s ``Extract`` found the person said of the step's fields ({}: none)."""

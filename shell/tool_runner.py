@@ -11,6 +11,7 @@ virtual time the timeline goes on while one runs (:meth:`ToolRunner.wait`).
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from core.commands import Command, RunTool, StopTools
 from core.flow import FlowRun
+from core.tool_calls import ToolCall
 from core.turns import Conversation
 from shell.clock import Clock
 from shell.flow_functions import FlowFunctions
@@ -39,11 +41,16 @@ class SessionToolContext:
 
     def __init__(self, line: Line, flow: FlowRun | None = None) -> None:
         self._line = weakref.ref(line)  # not a cycle: a closed session is freed at once
+        self._flow = flow
         self._state: dict[str, Any] = flow.state if flow is not None else {}
 
     @property
     def state(self) -> dict[str, Any]:
         return self._state
+
+    @property
+    def step(self) -> str:
+        return self._flow.step_name if self._flow is not None else ""
 
     def now(self) -> datetime:
         return datetime.now().astimezone()
@@ -146,7 +153,8 @@ class ToolRunner:
                 return
             checked: tuple[OfferedTool, dict[str, Any]] | str = why
         else:
-            checked = self.tools.check(cmd.call) if self.tools is not None else "no tools are offered"
+            call = _hook_call(cmd.call, self.tools, cmd.given or {}) if cmd.hook else cmd.call
+            checked = self.tools.check(call) if self.tools is not None else "no tools are offered"
         if isinstance(checked, str):
             result = f"The call was not run: {checked}."
             now = self.clock.now()
@@ -188,13 +196,34 @@ class ToolRunner:
         start = self.clock.now()
         try:
             result = await tool.run(arguments, self._context, clock=self.clock.now)
+            if not cmd.hook:
+                result = await self._result_hooked(cmd, result)
         except asyncio.CancelledError:  # a barge-in (StopTools), or the session closing
             why = f"{tool.name} was cancelled: the person spoke over the reply"
             result = ToolResult("cancelled", why, self.clock.now() - start)
         finally:
             self._tasks.pop(cmd.call.id, None)
         status, content, took = result.status, result.content, result.duration_s
-        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, self.clock.now()))
+        now = self.clock.now()
+        self._run(self.conversation.tool_finished(cmd.response, cmd.call, status, content, took, now, say=result.say))
+
+    async def _result_hooked(self, cmd: RunTool, result: ToolResult) -> ToolResult:
+        """``result`` as the agent's ``on_tool_result`` hook rewrites it (it returned a text), in the
+        call's own task: the tool's timeout and barge-in rules hold for both. A hook that fails makes
+        the call's result its error."""
+        run = self.flow.run if self.flow is not None else None
+        name = run.flow.on_tool_result if run is not None else None
+        if not isinstance(name, str) or self.tools is None:
+            return result
+        given = {"name": cmd.call.name, "status": result.status, "result": result.content}
+        checked = self.tools.check(_hook_call(ToolCall(0, cmd.call.id, name, "{}"), self.tools, given))
+        if isinstance(checked, str):
+            return ToolResult("error", f"the on_tool_result hook {name} cannot run: {checked}", result.duration_s)
+        hook, hook_arguments = checked
+        rewritten = await hook.run(hook_arguments, self._context, clock=self.clock.now)
+        if rewritten.status != "ok":
+            return ToolResult(rewritten.status, rewritten.content, result.duration_s + rewritten.duration_s)
+        return ToolResult(result.status, rewritten.content or result.content, result.duration_s + rewritten.duration_s)
 
     async def wait(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the tools running (none: return at once)."""
@@ -209,3 +238,13 @@ class ToolRunner:
         running = [task for _, _, task in self._tasks.values()]
         if running:
             await asyncio.wait(running)
+
+
+def _hook_call(call: ToolCall, tools: Tools | None, given: dict[str, Any]) -> ToolCall:
+    """A hook's call with those of the arguments ``given`` its tool takes (a hook need not take the
+    person's ``text``, or the tool's ``result``, that the flow gives it)."""
+    if tools is None or call.name not in tools:
+        return call
+    taken = set((tools[call.name].spec()["function"].get("parameters") or {}).get("properties") or {})
+    arguments = {k: v for k, v in given.items() if k in taken}
+    return ToolCall(call.index, call.id, call.name, json.dumps(arguments, ensure_ascii=False))

@@ -5,6 +5,7 @@ file imports them as ``voice.tools`` (voice/tools.py).
 from shell.tools.loading import load_tools
 from shell.tools.registry import (
     DEFAULT_TIMEOUT_S,
+    Say,
     Tool,
     ToolContext,
     ToolDefinitionError,
@@ -16,6 +17,7 @@ from shell.tools.registry import (
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "Say",
     "Tool",
     "ToolContext",
     "ToolDefinitionError",

@@ -77,6 +77,11 @@ class ToolContext(Protocol):
         read them, and write them for the steps that follow."""
         ...
 
+    @property
+    def step(self) -> str:
+        """The step of the agent's flow the conversation is in ("" without ``--agent``)."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolOptions:
@@ -106,11 +111,21 @@ def tool(
 
 @dataclasses.dataclass(frozen=True)
 class ToolResult:
-    """What became of a call: ``content`` is what the model is told."""
+    """What became of a call: ``content`` is what the model is told (``say``: a hook's words to say)."""
 
     status: ToolStatus
     content: str
     duration_s: float
+    say: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Say:
+    """What a hook returns to have ``text`` said word for word (an agent's ``on_user_turn``: the
+    answer, without the model): ``return Say("We open at noon.")``. A tool the model calls that
+    returns it is told the text."""
+
+    text: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +207,8 @@ class Tool:
             )
         except Exception as e:  # the tool's own failure: the model is told, the conversation goes on
             return ToolResult("error", f"{self.name} failed: {type(e).__name__}: {e}", clock() - start)
+        if isinstance(value, Say):
+            return ToolResult("ok", value.text, clock() - start, say=True)
         return ToolResult("ok", _as_text(value), clock() - start)
 
 
@@ -333,6 +350,8 @@ def tidy_schema(schema: Any) -> Any:
 
 
 def _as_text(value: Any) -> str:
+    if value is None:  # nothing to tell (a hook that only wrote the state)
+        return ""
     if isinstance(value, str):
         return value
     if isinstance(value, enum.Enum):

@@ -508,7 +508,7 @@ def test_the_example_of_the_packages_docstring_works(tmp_path):
 
 def test_the_public_names():
     assert sorted(voice.agent.__all__) == sorted(
-        ["Agent", "Step", "Transition", "Field", "AgentFile", "AgentFileError", "load_agent", "one_step_agent"]
+        ["Agent", "Say", "Step", "Transition", "Field", "AgentFile", "AgentFileError", "load_agent", "one_step_agent"]
     )
     assert voice.agent.Step is Step and issubclass(AgentFileError, ValueError)
 

@@ -32,6 +32,17 @@ loader is :mod:`voice.agent.load`. This is the name users import, kept stable wh
 '''
 
 from core.flow import Field, Step, Transition
+from shell.tools.registry import Say
 from voice.agent.load import Agent, AgentFile, AgentFileError, load_agent, one_step_agent
 
-__all__ = ["Agent", "AgentFile", "AgentFileError", "Field", "Step", "Transition", "load_agent", "one_step_agent"]
+__all__ = [
+    "Agent",
+    "AgentFile",
+    "AgentFileError",
+    "Field",
+    "Say",
+    "Step",
+    "Transition",
+    "load_agent",
+    "one_step_agent",
+]

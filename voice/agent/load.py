@@ -16,13 +16,14 @@ from typing import Any
 
 import yaml
 
-from core.flow import Field, Flow, Step, Transition
+from core.flow import Field, Flow, Hook, Step, Transition
 from core.flow_graph import problems
 from shell.tools.loading import import_file, load_tools
 from shell.tools.registry import ToolDefinitionError, Tools
 
-TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps"}
+TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps", "on_user_turn", "on_tool_result"}
 STEP_KEYS = {"instructions", "say", "respond", "tools", "collect", "context", "call", "end", "transfer", "next"}
+STEP_KEYS |= {"on_enter", "on_exit", "on_user_turn"}
 TRANSITION_KEYS = {"to", "description", "needs", "auto", "when"}
 
 
@@ -64,6 +65,8 @@ class Agent:
     tools: Sequence[Callable[..., Any] | str] = ()
     everywhere: Sequence[str] = ()
     name: str | None = None
+    on_user_turn: Hook | None = None  # every step's hook for the person's turns (a function, or a tool's name)
+    on_tool_result: Hook | None = None  # called with each tool's result, which it may rewrite
 
 
 def load_agent(path: str | Path, other_tools: Iterable[str] | None = ()) -> AgentFile:
@@ -150,6 +153,8 @@ def _from_yaml(path: Path) -> AgentFile:
         fields=fields,
         tools=tuple(r.names(top.get("everywhere"), "everywhere")),
         name=r.text(top.get("name"), "name") or path.stem,
+        on_user_turn=r.text(top.get("on_user_turn"), "on_user_turn"),
+        on_tool_result=r.text(top.get("on_tool_result"), "on_tool_result"),
     )
     return AgentFile(path, flow, tools)
 
@@ -256,6 +261,9 @@ class _Reader:
             call=self.text(data.get("call"), f"{where}.call"),
             end=self.flag(data.get("end"), f"{where}.end"),
             transfer=self.text(data.get("transfer"), f"{where}.transfer"),
+            on_enter=self.text(data.get("on_enter"), f"{where}.on_enter"),
+            on_exit=self.text(data.get("on_exit"), f"{where}.on_exit"),
+            on_user_turn=self.text(data.get("on_user_turn"), f"{where}.on_user_turn"),
         )
 
     def transition(self, function: str, value: Any, where: str) -> Transition:
@@ -311,9 +319,28 @@ def _from_python(path: Path) -> AgentFile:
     role = r.text(agent.role, "role", required=True) or ""
     if isinstance(agent.steps, str | bytes) or not isinstance(agent.steps, Sequence) or not agent.steps:
         raise r.fail("steps", "a list of Step objects is needed, at least one")
+    tools = _python_tools(r, agent.tools)
+
+    def hook(value: Any, where: str) -> str | None:
+        """A hook's name: a function given is one of the agent's tools from now on."""
+        if value is None or isinstance(value, str):
+            return r.text(value, where)
+        if not callable(value):
+            raise r.fail(where, f"a function or a tool's name is needed, not {_kind(value)}")
+        name = getattr(value, "__name__", "")
+        if name not in tools or getattr(tools[name], "function", None) is not value:
+            try:
+                tools.add(value, str(r.path))
+            except ToolDefinitionError as e:
+                raise r.fail(where, str(e).removeprefix(f"{r.path}: ")) from None
+        return name
+
     steps: dict[str, Step] = {}
     for i, step in enumerate(agent.steps):
         checked = _checked_step(r, step, f"steps[{i}]")
+        kinds = ("on_enter", "on_exit", "on_user_turn")
+        hooks = {k: hook(getattr(step, k), f"steps.{checked.name}.{k}") for k in kinds}
+        checked = dataclasses.replace(checked, **hooks)
         if checked.name in steps:
             raise r.fail(f"steps[{i}]", f"a step named {checked.name!r} comes before it")
         steps[checked.name] = checked
@@ -324,8 +351,10 @@ def _from_python(path: Path) -> AgentFile:
         fields=_fields(r, agent.fields),
         tools=tuple(r.names(_listed(agent.everywhere), "everywhere")),
         name=r.text(agent.name, "name") or path.stem,
+        on_user_turn=hook(agent.on_user_turn, "on_user_turn"),
+        on_tool_result=hook(agent.on_tool_result, "on_tool_result"),
     )
-    return AgentFile(path, flow, _python_tools(r, agent.tools))
+    return AgentFile(path, flow, tools)
 
 
 def _module_of(path: Path) -> Any:
