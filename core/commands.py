@@ -57,6 +57,15 @@ class Extract:
 
 
 @dataclass(frozen=True)
+class Summarize:
+    """Summarize the history's first ``upto`` turns in the background (core/summary.py): ``messages``
+    is the request; answer with :meth:`Conversation.summarized`. Nothing waits for it."""
+
+    upto: int
+    messages: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class RunTool:
     """Check ``call`` against its tool and run it; answer with :meth:`Conversation.tool_finished`
     (a call whose tool is unknown or whose arguments do not fit is answered as an error, unrun).
@@ -156,6 +165,7 @@ Command = (
     TranscribeFinal
     | StartResponse
     | Extract
+    | Summarize
     | CommitSpeculation
     | DiscardSpeculation
     | Synthesize

@@ -139,6 +139,7 @@ class FlowRun:
     state: dict[str, Any] = field(default_factory=dict)
     context_from: int = 0  # the first history turn the step's context holds
     summary: str | None = None  # what came before, when the step's context is a summary
+    prepared: tuple[int, str] | None = None  # the newest summary ready: the turns it covers, its text
     entered: int = 0  # steps entered so far, the start included
     previous: str = ""  # the step before the last one entered
     via: str = ""  # the transition it was entered by ("": none, as at the start)
@@ -225,20 +226,28 @@ class FlowRun:
             return CallAnswer(f"Not yet: ask the person for {', '.join(missing)} first.", ok=False)
         return CallAnswer(f"Now in step {t.to}.", entered=self.enter(t.to, history_len, via=function))
 
-    def enter(self, name: str, history_len: int, summary: str | None = None, via: str = "") -> Step:
-        """Step ``name`` is entered (by transition ``via``; "": none): its context starts where its rule says."""
+    def enter(self, name: str, history_len: int, via: str = "") -> Step:
+        """Step ``name`` is entered (by transition ``via``; "": none): its context starts where its
+        rule says. ``history_len``: where the turn that led here begins, which every context holds."""
         step = self.flow.steps[name]
         self.previous, self.step_name, self.via = self.step_name, name, via
         self.entered += 1
         if step.context == "all":
             self.context_from, self.summary = 0, None
-        elif step.context == "summary":
-            self.context_from, self.summary = history_len, summary
+        elif step.context == "summary":  # the newest one prepared, and every turn after it (core/summary.py)
+            upto, self.summary = self.prepared if self.prepared is not None else (0, None)
+            self.context_from = min(upto, history_len)
         elif step.context == "none":
             self.context_from, self.summary = history_len, None
         else:
             self.context_from, self.summary = max(0, history_len - int(step.context)), None
         return step
+
+    def prepare_summary(self, upto: int, text: str) -> None:
+        """A summary of the history's first ``upto`` turns came back: the next step entered whose
+        context is a summary starts from it (an older one than the newest kept is dropped)."""
+        if text and (self.prepared is None or upto >= self.prepared[0]):
+            self.prepared = (upto, text)
 
     def next_question(self) -> str | None:
         """The question for the step's first missing field, if it has one of its own (None: none)."""

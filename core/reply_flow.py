@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.commands import Command, Emit
+from core.commands import Command, Emit, Summarize
 from core.events import LlmDone, LlmFirstToken, PlaybackStart, ResponseStart, ToolCallEnd, TtsChunk
 from core.floor import Floor, State
 from core.history import ToolStatus, ToolUse, Turn
@@ -25,6 +25,7 @@ from core.reply_length import ReplyLength, ends_sentence
 from core.sentences import SentenceGrouper
 from core.speculation import Speculation
 from core.steps import Steps
+from core.summary import summary_request, summary_text, wants_summaries
 from core.tool_calls import ToolCall, ToolCallDelta
 from core.tool_rounds import ToolRounds
 from core.truncation import HeardReplies
@@ -170,6 +171,11 @@ class ReplyFlow:
         r = self.current(response)
         return [] if r is None else self.steps.extracted(r, values, t)
 
+    def summarized(self, upto: int, text: str) -> None:
+        """The model's summary of the history's first ``upto`` turns (core/summary.py): kept ready."""
+        if self.tool_rounds.flow is not None:
+            self.tool_rounds.flow.prepare_summary(upto, summary_text(text))
+
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked: now if the floor is free, else once it is."""
         if text.strip():
@@ -255,6 +261,10 @@ class ReplyFlow:
         if not (r.llm_done and r.chunks_done == r.chunks_requested and r.ledger.all_played):
             return []
         out = self.heard_replies.finished(r, t)
+        flow = self.tool_rounds.flow
+        if flow is not None and wants_summaries(flow.flow):  # ready before a step whose context is a summary is entered
+            turns = f.history.turns
+            out.append(Summarize(len(turns), summary_request(turns)))
         f.response = None
         f.state = f.idle_state()
         if f.waiting:

@@ -316,16 +316,17 @@ class Conversation:
         ran: bool = True,
         say: bool = False,
     ) -> list[Command]:
-        """Call ``call`` of reply ``response`` (a ``RunTool``) has its result: ``result`` is what the
-        model is told. Stored as a tool turn whatever became of the reply; if the reply is still
-        waiting for it, the model is asked again once the round's calls all have theirs.
-        ``ran=False``: the call was refused unrun (no such tool, arguments that do not fit);
-        ``say``: a hook's result to be said word for word (it returned ``Say``)."""
+        """A ``RunTool``'s ``result`` (what the model is told), stored as a tool turn; the reply waiting for it goes
+        on (core/tool_rounds.py). ``ran=False``: refused unrun (no such tool, bad arguments); ``say``: a hook's Say."""
         return self._flow.tool_finished(response, call, status, result, duration_s, t, ran, say)
 
     def extracted(self, response: int, values: dict[str, Any], t: float) -> list[Command]:
         """What reply ``response``'s ``Extract`` found the person said of the step's fields ({}: none)."""
         return self._flow.extracted(response, values, t)
+
+    def summarized(self, upto: int, text: str) -> None:
+        """A ``Summarize``'s answer: ``text`` summarizes the history's first ``upto`` turns (core/summary.py)."""
+        self._flow.summarized(upto, text)
 
     def announce(self, text: str, t: float) -> list[Command]:
         """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.

@@ -57,6 +57,7 @@ from core.commands import (
     RunTool,
     StartResponse,
     StopTools,
+    Summarize,
     Synthesize,
     TranscribeFinal,
 )
@@ -113,14 +114,12 @@ class Session:
         tools: Tools | None = None,
         calls: CallControl | None = None,
     ) -> None:
-        """``clock``: the session's timeline, which starts with the device's first audio.
-        ``lockstep=True`` is for virtual time: engine work is taken as instant, so each
-        stage finishes what it was given before the stage upstream goes on (a chunk is
-        synthesized before the next LLM delta is read). The order of events then no
-        longer depends on the machine. ``tools``: what the model may call (None: nothing); ``calls``:
-        the provider's control of a phone call, which an agent's transfer goes through. With
-        an agent's steps (``config.flow``) a resumed ``history`` goes on at the step and with the
-        state its last turn stored."""
+        """``clock``: the session's timeline, which starts with the device's first audio. ``lockstep=True``
+        is for virtual time: engine work is taken as instant, so each stage finishes what it was given
+        before the stage upstream goes on (a chunk is synthesized before the next LLM delta is read), and
+        the order of events no longer depends on the machine. ``tools``: what the model may call (None:
+        nothing); ``calls``: the provider's control of a phone call, which an agent's transfer goes through.
+        With an agent's steps (``config.flow``) a resumed ``history`` goes on at its last turn's step and state."""
         self.engines = engines
         self.tools = tools  # may be empty yet, and filled by an MCP server's listing
         self.clock = clock
@@ -205,6 +204,7 @@ class Session:
             CheckInterruption: self._listening.check_interruption,
             StartResponse: self._speaking.start,
             Extract: self._speaking.extract,
+            Summarize: self._speaking.summarize,
             CommitSpeculation: self._speaking.commit,
             DiscardSpeculation: self._speaking.discard,
             Synthesize: self._speaking.synthesize,

@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from core.commands import Command, CommitSpeculation, DiscardSpeculation, Extract, StartResponse, Synthesize
+from core.commands import (
+    Command,
+    CommitSpeculation,
+    DiscardSpeculation,
+    Extract,
+    StartResponse,
+    Summarize,
+    Synthesize,
+)
 from core.events import Event, LlmCancelled, TtsCancelled
 from core.playout import Playout
 from core.tool_calls import ToolCallDelta
@@ -57,6 +65,7 @@ class Speaking:
         self.lockstep = lockstep
         self._request_prefix = request_prefix
         self._llm_tasks: dict[int, asyncio.Task] = {}
+        self._summary_task: asyncio.Task | None = None  # the conversation's summary being written
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
         self.held: dict[int, list[np.ndarray]] = {}  # speculative replies' audio, until committed
@@ -75,6 +84,30 @@ class Speaking:
 
     def extract(self, cmd: Extract) -> None:
         self._llm_tasks[cmd.response] = self._work.spawn(self._extract(cmd))
+
+    def summarize(self, cmd: Summarize) -> None:
+        """A summary of the conversation so far, written in the background (core/summary.py); a newer
+        request replaces one still being written."""
+        if self._summary_task is not None:
+            self._summary_task.cancel()
+        self._summary_task = self._work.spawn(self._summarize(cmd))
+
+    async def _summarize(self, cmd: Summarize) -> None:
+        request_id = f"{self._request_prefix}-summary-{cmd.upto}"
+        stream = self._work.call(Serves.BACKGROUND, self.engines.llm.stream, cmd.messages, request_id)
+        text = ""
+        try:
+            async for delta in stream:
+                if not isinstance(delta, ToolCallDelta):
+                    text += delta
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the engine failed: the summary before it is kept
+            self._error("llm", f"the summary of {cmd.upto} turns: {type(e).__name__}: {e}")
+            return
+        finally:
+            await stream.aclose()
+        self.conversation.summarized(cmd.upto, text)
 
     def commit(self, cmd: CommitSpeculation) -> None:
         for audio in self.held.pop(cmd.response, []):

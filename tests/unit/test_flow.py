@@ -205,18 +205,34 @@ def test_heard_transition_in_a_language_without_spaces():
 
 
 def test_enter_starts_the_context_as_the_step_says():
-    cases = [("all", 0, None), ("none", 10, None), ("summary", 10, "They want a table."), (4, 6, None), (20, 0, None)]
+    cases = [("all", 0, None), ("none", 10, None), ("summary", 8, "They want a table."), (4, 6, None), (20, 0, None)]
     for context, context_from, summary in cases:
         run = FlowRun(flow(context))
         run.context_from = 7
-        run.enter("confirm", history_len=10, summary="They want a table.")
+        run.prepare_summary(8, "They want a table.")
+        run.enter("confirm", history_len=10)
         assert (run.context_from, run.summary) == (context_from, summary), context
     run = FlowRun(flow("summary"))
-    run.enter("confirm", history_len=10, summary="They want a table.")
+    run.prepare_summary(8, "They want a table.")
+    run.enter("confirm", history_len=10)
     assert run.instructions().endswith("Earlier in the conversation: They want a table.")
     run.enter("ask", history_len=12)  # context all: the whole history again, no summary
     assert (run.context_from, run.summary) == (0, None)
     assert run.entered == 2 and run.previous == "confirm"
+
+
+def test_a_summary_context_starts_after_the_newest_summary_ready_and_reads_every_turn_before_one_is():
+    run = FlowRun(flow("summary"))
+    run.enter("confirm", history_len=10)  # none ready yet: every turn
+    assert (run.context_from, run.summary) == (0, None)
+    run.prepare_summary(6, "They want a table for four.")
+    run.prepare_summary(4, "They want a table.")  # older than the one kept: dropped
+    run.prepare_summary(9, "")  # nothing written: dropped
+    run.enter("confirm", history_len=10)
+    assert (run.context_from, run.summary) == (6, "They want a table for four.")  # turns 6.. word for word
+    run.prepare_summary(12, "They want a table for four on Friday.")
+    run.enter("confirm", history_len=10)  # the turn that led here is held whatever the summary covers
+    assert run.context_from == 10
 
 
 def test_entry_text_fills_in_the_fields_known():
