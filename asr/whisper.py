@@ -26,6 +26,7 @@ English only.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -120,6 +121,7 @@ class WhisperRecognizer:
         full_window: bool = False,
         language: str | None = None,
         among: frozenset[str] | None = None,
+        prompt: str | None = None,
     ) -> Transcript:
         """Text of 16 kHz float32 ``audio``, with how sure Whisper is that it held speech, and
         the language it was transcribed as.
@@ -134,6 +136,8 @@ class WhisperRecognizer:
         detection is Whisper's own, on the window already encoded: one decoder step; ``among``:
         the languages it may detect (None: any), the likeliest of them is taken (a Mexican
         speaker's 4 s sentence was Catalan to Whisper base, and read by the English voice).
+        ``prompt``: the text said before the audio, which Whisper reads as the conversation so far
+        (the question the person answers: "Under what name?" makes "Rossi." a name, not "Brassy").
         """
         chosen = (language or self.language) if self.multilingual else "en"  # English-only: it hears English
         language = None if is_auto(chosen) else chosen  # None: detect
@@ -141,15 +145,16 @@ class WhisperRecognizer:
             return Transcript("", 1.0, language or "en")
         duration = audio.size / 16000
         max_new_tokens = min(440, round(12 + MAX_TOKENS_PER_S * duration))
+        window = functools.partial(
+            self._decode_window, audio, duration, beam_size, max_new_tokens, language, among, prompt
+        )
         with self._lock:
             if full_window and duration <= 30.0:
-                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, among, full=True)]
+                pieces = [window(full=True)]
             elif self.pad_s is not None and duration + self.pad_s <= 30.0:
-                pieces = [self._decode_window(audio, duration, beam_size, max_new_tokens, language, among)]
+                pieces = [window()]
                 if _loops(pieces[0].text):  # a short window can make Whisper say it again: decode the full one
-                    pieces = [
-                        self._decode_window(audio, duration, beam_size, max_new_tokens, language, among, full=True)
-                    ]
+                    pieces = [window(full=True)]
             else:
                 pieces = self._decode_sliding(audio, beam_size, language, among)
         detected, probability = pieces[0].language, pieces[0].language_probability
@@ -167,6 +172,7 @@ class WhisperRecognizer:
         max_new_tokens: int,
         language: str | None,
         among: frozenset[str] | None,
+        prompt: str | None = None,
         full: bool = False,
     ) -> _Piece:
         """One window: the audio, then ``pad_s`` of silence (or up to 30 s)."""
@@ -183,11 +189,12 @@ class WhisperRecognizer:
                 [(t[2:-2], p) for t, p in self.model.model.detect_language(encoded)[0]], among
             )
         tokenizer = self._tokenizer_for(language)
+        before = _prompt_tokens(tokenizer, prompt)
         (result,) = self.model.model.generate(
             encoded,
-            [tokenizer.prompt],
+            [before],
             beam_size=beam_size,
-            max_length=len(tokenizer.prompt) + max_new_tokens,
+            max_length=len(before) + max_new_tokens,
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
@@ -219,6 +226,15 @@ class WhisperRecognizer:
 
 
 MAX_TOKENS_PER_S = 8  # fast English speech is about 5 tokens a second
+MAX_PROMPT_TOKENS = 64  # of the text before: the question's last words are what an answer follows
+
+
+def _prompt_tokens(tokenizer: Any, prompt: str | None) -> list[int]:
+    """The decoder's prompt: ``prompt`` as the text before (its last tokens), else the language's own."""
+    if not prompt or not prompt.strip():
+        return tokenizer.prompt
+    before = tokenizer.encode(" " + " ".join(prompt.split()))[-MAX_PROMPT_TOKENS:]
+    return [tokenizer.sot_prev, *before, *tokenizer.sot_sequence, tokenizer.no_timestamps]
 
 
 @dataclass(frozen=True)

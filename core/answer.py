@@ -72,7 +72,7 @@ class Answering:
         if early is not None and (early.text is None or early.end == end):
             return []  # one early pass at a time (a stale one still holds the recognizer)
         self._early = EarlyFinal(f.utterance, end)
-        return [TranscribeFinal(f.utterance, f.onset, end, early=True, over_reply=f.over_reply())]
+        return [TranscribeFinal(f.utterance, f.onset, end, True, f.over_reply(), self.asking.question())]
 
     def early_transcript(
         self,
@@ -125,7 +125,8 @@ class Answering:
             return []
         self._early = None
         if early.ended and not early.stale:
-            return [TranscribeFinal(utterance, self.floor.onset, end, over_reply=self.floor.over_reply())]
+            f = self.floor
+            return [TranscribeFinal(utterance, f.onset, end, False, f.over_reply(), self.asking.question())]
         return []
 
     def speech_continues(self, t: float) -> list[Command]:
@@ -177,7 +178,7 @@ class Answering:
                 early.no_speech_prob,
                 early.heard,
             )
-        return [*out, TranscribeFinal(f.utterance, f.onset, end, over_reply=f.over_reply())]
+        return [*out, TranscribeFinal(f.utterance, f.onset, end, False, f.over_reply(), self.asking.question())]
 
     def transcript_final(
         self,

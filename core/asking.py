@@ -59,6 +59,15 @@ class Asking:
         flow = self.tool_rounds.flow
         return {**({"language": code} if code else {}), **(flow.snapshot() if flow is not None else {})}
 
+    def question(self) -> str:
+        """In a step that collects fields, the question the person answers now (the assistant's last
+        words), which the recognizer reads as the text before their answer: alone, Whisper base heard
+        "Rossi." as "Brassy" and "Two." as "10 10" (docs/bench/flows.md). "": not collecting."""
+        if not self.collecting():
+            return ""
+        turns = self.floor.history.turns
+        return next((u.text for u in reversed(turns) if u.role == "assistant" and u.text), "")
+
     def collecting(self) -> bool:
         """Whether the step collects fields: each turn is read for them before the model answers."""
         flow = self.tool_rounds.flow

@@ -22,6 +22,8 @@ class TranscribeFinal:
     answer goes to :meth:`Conversation.early_transcript`. ``over_reply``: the
     speech was heard over the assistant's reply, where noise and echo residual
     make Whisper invent words: transcribe it with the most robust settings.
+    ``prompt``: the question the person answers, given the recognizer as the text before
+    (core/asking.py; "": none).
     """
 
     utterance: int
@@ -29,6 +31,7 @@ class TranscribeFinal:
     end: float
     early: bool = False
     over_reply: bool = False
+    prompt: str = ""
 
 
 @dataclass(frozen=True)

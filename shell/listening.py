@@ -209,6 +209,7 @@ class Listening:
             full_window=began_over_reply,
             language=self._language(detect=True),
             among=self.conversation.language.among,
+            prompt=cmd.prompt or None,
         )
         try:
             heard = await self._work.in_thread(Serves.DECISION, self.engines.final_executor, recognize, audio)

@@ -53,6 +53,7 @@ class StandInRecognizer:
         self.multilingual = bool(languages)
         self.calls: list[tuple[float, bool]] = []  # (audio seconds, full_window) per call
         self.languages_asked: list[str | None] = []  # each call's language
+        self.prompts: list[str | None] = []  # each call's text before (the question answered)
 
     def recognize(
         self,
@@ -61,8 +62,10 @@ class StandInRecognizer:
         full_window: bool = False,
         language: str | None = None,
         among: frozenset[str] | None = None,
+        prompt: str | None = None,
     ) -> Transcript:
         self.calls.append((len(audio) / ASR_RATE, full_window))
+        self.prompts.append(prompt)
         self.languages_asked.append(language)
         if not len(audio) or float(np.mean(audio**2)) < 1e-6:
             return Transcript("", 0.9)
