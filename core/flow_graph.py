@@ -127,13 +127,17 @@ def _field_problems(schema: object) -> list[str]:
 
 def mermaid(flow: Flow) -> str:
     """The flow as a Mermaid flowchart: each step a node (the start marked, an end or a transfer
-    drawn as such), each transition an arrow labelled with its function."""
+    drawn as such, what it collects and its hooks written in it), each transition an arrow
+    labelled with its function."""
     node = _node_ids(flow)
     lines = ["flowchart TD", f"    {node[None]}(( )) --> {node.get(flow.start, flow.start)}"]
     for step in flow.steps.values():
         label = step.name
         if step.collect:
             label += "<br/>collects " + ", ".join(step.collect)
+        for kind in ("on_enter", "on_exit", "on_user_turn"):
+            if isinstance(hook := getattr(step, kind), str):
+                label += f"<br/>{kind}: {hook}"
         if step.end:
             lines.append(f'    {node[step.name]}(["{label}<br/>ends the call"])')
         elif step.transfer:

@@ -183,7 +183,9 @@ async def test_no_replica_left_is_a_fast_clean_error(make_pool):
     with pytest.raises(LLMError) as e:
         async for _ in pool.stream(QUESTION):
             pass
-    assert time.monotonic() - t0 < 2
+    # Refused at once, not after the request's 30 s timeout (the bound tells the two apart on a
+    # loaded machine: 2 s failed once beside two engine jobs).
+    assert time.monotonic() - t0 < 15
     assert all(u in str(e.value) for u in urls)
     assert column(pool, "failures") == [1, 1]
     assert column(pool, "in_flight") == [0, 0]

@@ -17,7 +17,7 @@ from test_flow_session import call, converse, make, names, of, replies_said, ste
 
 from core.events import ResponseStart, ToolCallEnd, ToolCallStart
 from core.flow import Flow, Step, Transition
-from core.flow_graph import problems
+from core.flow_graph import mermaid, problems
 from shell.tools import Tools, load_tools, tool
 from voice.agent import Say, load_agent
 from voice.tools import ToolContext
@@ -211,3 +211,9 @@ def test_a_yaml_agent_names_its_hooks_from_its_tools_file(tmp_path: Path):
         assert str(e) == f"{tmp_path / 'bad.yaml'}: step main: on_exit: no tool named 'hour'"
     else:
         raise AssertionError("a hook naming no tool was loaded")
+
+
+def test_the_graph_writes_each_steps_hooks_in_it():
+    drawn = mermaid(chat(on_enter="greet_booking", on_exit="leave_chat"))
+    assert '    chat["chat<br/>on_exit: leave_chat"]\n' in drawn
+    assert '    book["book<br/>on_enter: greet_booking"]\n' in drawn
