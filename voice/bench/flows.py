@@ -8,6 +8,8 @@ interruption of the read-back. It counts the variants that end with the right bo
 booking tool called with the caller's details, and the call ended) and the turns it took. A
 reply's voice-to-voice (the end of the speech to its first sample, virtual time) is grouped by
 whether the reply entered a step, so the transition's cost is read beside the turns without one.
+``--context``: every step's context set to one choice (all, none, summary, a number of turns), to
+read what a transition costs with each.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from core.events import Collected, PlaybackStart, ResponseStart, SpeechEnd, StepEntered, ToolCallStart
 from voice.bench.common import nearest_rank
@@ -89,7 +95,7 @@ VARIANTS = (
 )
 
 
-def scenario_of(v: Variant) -> Scenario:
+def scenario_of(v: Variant, agent: Path = AGENT) -> Scenario:
     turns = []
     for i, text in enumerate(v.turns):
         cue = None
@@ -101,7 +107,7 @@ def scenario_of(v: Variant) -> Scenario:
     return Scenario(
         name=v.name,
         path=ROOT / "voice" / "bench" / f"{v.name}.flows",
-        agent={"agent": str(AGENT)},
+        agent={"agent": str(agent)},
         call=False,
         person=Person(),
         turns=tuple(turns),
@@ -164,13 +170,25 @@ def _spread(values: list[float]) -> dict[str, Any]:
     return {"n": len(values), "p50": nearest_rank(values, 50), "p95": nearest_rank(values, 95)}
 
 
-async def measure(variants: tuple[Variant, ...]) -> list[dict[str, Any]]:
+def with_context(context: str, folder: Path) -> Path:
+    """The booking line with every step's context ``context`` (all, none, summary, a number of turns),
+    written into ``folder`` beside a copy of its tools."""
+    data = yaml.safe_load(AGENT.read_text())
+    for step in data["steps"].values():
+        step["context"] = int(context) if context.isdigit() else context
+    shutil.copy(AGENT.parent / data["tools"], folder / data["tools"])
+    path = folder / f"restaurant_{context}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+async def measure(variants: tuple[Variant, ...], agent: Path = AGENT) -> list[dict[str, Any]]:
     engines = LoadedEngines()
     rows = []
     try:
         for v in variants:
             t0 = time.monotonic()
-            result = await run_scenario(scenario_of(v), engines)
+            result = await run_scenario(scenario_of(v, agent), engines)
             row = figures(v, result)
             row["wall_s"] = round(time.monotonic() - t0, 1)
             rows.append(row)
@@ -184,11 +202,16 @@ async def measure(variants: tuple[Variant, ...]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m voice.bench flows", description="the booking line on spoken variants")
     ap.add_argument("--variants", default="", help="only these variants, by name (comma-separated)")
+    ap.add_argument(
+        "--context", default="", help="every step's context: all, none, summary or N turns (default: as the file says)"
+    )
     ap.add_argument("--out", default="docs/bench")
     args = ap.parse_args(argv)
     wanted = {n.strip() for n in args.variants.split(",") if n.strip()}
     chosen = tuple(v for v in VARIANTS if not wanted or v.name in wanted)
-    rows = asyncio.run(measure(chosen))
+    with tempfile.TemporaryDirectory() as folder:
+        agent = with_context(args.context, Path(folder)) if args.context else AGENT
+        rows = asyncio.run(measure(chosen, agent))
     s = summary(rows)
     print("\n| variants | booked right | turns (right ones) | v2v p50 / p95, reply entering a step | without |")
     print("|---:|---:|---|---|---|")
@@ -199,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "flows.json").write_text(json.dumps({"summary": s, "variants": rows}, indent=1) + "\n")
-    print(f"wrote {out / 'flows.json'}")
+    name = f"flows_context_{args.context}.json" if args.context else "flows.json"
+    (out / name).write_text(
+        json.dumps({"summary": s, "context": args.context or None, "variants": rows}, indent=1) + "\n"
+    )
+    print(f"wrote {out / name}")
     return 0
 
 
