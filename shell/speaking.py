@@ -66,6 +66,7 @@ class Speaking:
         self._request_prefix = request_prefix
         self._llm_tasks: dict[int, asyncio.Task] = {}
         self._summary_task: asyncio.Task | None = None  # the conversation's summary being written
+        self._summaries = 0
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
         self.held: dict[int, list[np.ndarray]] = {}  # speculative replies' audio, until committed
@@ -90,10 +91,10 @@ class Speaking:
         request replaces one still being written."""
         if self._summary_task is not None:
             self._summary_task.cancel()
-        self._summary_task = self._work.spawn(self._summarize(cmd))
+        self._summaries += 1  # each its own request id: the one cancelled may still be in the engine
+        self._summary_task = self._work.spawn(self._summarize(cmd, f"{self._request_prefix}-summary{self._summaries}"))
 
-    async def _summarize(self, cmd: Summarize) -> None:
-        request_id = f"{self._request_prefix}-summary-{cmd.upto}"
+    async def _summarize(self, cmd: Summarize, request_id: str) -> None:
         stream = self._work.call(Serves.BACKGROUND, self.engines.llm.stream, cmd.messages, request_id)
         text = ""
         try:
