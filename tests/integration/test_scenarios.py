@@ -18,12 +18,14 @@ import pytest
 
 from shell.engines import EngineConfig, Engines
 from voice.scenario.report import result_json, table
-from voice.scenario.runner import run_scenario, speech_config
+from voice.scenario.runner import ScenarioResult, run_scenario, speech_config
 from voice.scenario.spec import load_scenario
 
 pytestmark = [pytest.mark.engines, pytest.mark.asyncio(loop_scope="session")]
 
 SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+REPEATED = "barge_in"  # the scenario run again, to be compared with its run among the examples
+FIRST_RUNS: dict[str, ScenarioResult] = {}
 
 
 class SharedEngines:
@@ -56,12 +58,16 @@ async def test_the_examples_cover_every_expectation_kind():
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 async def test_an_example_scenario_passes(path, shared):
     result = await run_scenario(load_scenario(path), shared)
+    if path.stem == REPEATED:
+        FIRST_RUNS[path.stem] = result
     assert result.passed, "\n" + table([result])
 
 
 async def test_a_scenario_gives_the_same_events_transcript_and_recording_every_run(shared):
-    scenario = load_scenario(SCENARIOS[0].parent / "barge_in.yaml")
-    first = await run_scenario(scenario, shared)
+    # Its first run is the one among the examples above (other scenarios ran on the same engines since:
+    # nothing of theirs may change it); run alone, this test runs it twice.
+    scenario = load_scenario(SCENARIOS[0].parent / f"{REPEATED}.yaml")
+    first = FIRST_RUNS.pop(REPEATED, None) or await run_scenario(scenario, shared)
     second = await run_scenario(scenario, shared)
     assert json.dumps(result_json(first)) == json.dumps(result_json(second))
     assert np.array_equal(first.recording.stereo(), second.recording.stereo())
