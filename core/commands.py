@@ -114,6 +114,14 @@ class Synthesize:
 
 
 @dataclass(frozen=True)
+class PlayHoldSound:
+    """Play the next ``n_samples`` of the hold sound as part of reply ``response`` (core/hold_sound.py)."""
+
+    response: int
+    n_samples: int
+
+
+@dataclass(frozen=True)
 class CheckInterruption:
     """Transcribe the speech heard over the reply so far (onset..t, seconds),
     robustly (see ``TranscribeFinal.over_reply``)."""
@@ -172,6 +180,7 @@ Command = (
     | CommitSpeculation
     | DiscardSpeculation
     | Synthesize
+    | PlayHoldSound
     | CheckInterruption
     | PausePlayback
     | ResumePlayback

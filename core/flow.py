@@ -110,6 +110,7 @@ class Flow:
     name: str = "agent"
     on_user_turn: Hook | None = None  # every step's (a step's own is called instead)
     on_tool_result: Hook | None = None  # called with each tool's result, which it may rewrite
+    hold: str | None = None  # the sound played while a reply waits on a slow tool (core/hold_sound.py)
 
     def step(self, name: str) -> Step:
         return self.steps[name]

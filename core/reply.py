@@ -56,6 +56,7 @@ class ToolState:
     hooks_left: list[tuple[str, str]] = field(default_factory=list)  # (kind, tool) to call after it, in order
     turn_hooked: bool = False  # the person's turn was given to its hook already
     say_result: bool = False  # the round's result is to be said word for word (a hook returned Say)
+    hold_sound_on: bool = False  # the hold sound is playing while the reply waits (core/hold_sound.py)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from core.commands import Command, Emit, Summarize
 from core.events import LlmDone, LlmFirstToken, PlaybackStart, ResponseStart, ToolCallEnd, TtsChunk
 from core.floor import Floor, State
 from core.history import ToolStatus, ToolUse, Turn
+from core.hold_sound import hold_due
 from core.ledger import Word
 from core.reply import Reply
 from core.reply_length import ReplyLength, ends_sentence
@@ -205,13 +206,18 @@ class ReplyFlow:
         ]
 
     def tick(self, t: float) -> list[Command]:
-        """Time passes: a filler if the tools keep the reply quiet; an announcement once the floor is free."""
+        """Time passes: a filler if the tools keep the reply quiet, then the agent's hold sound
+        (core/hold_sound.py); an announcement once the floor is free."""
         r = self.floor.response
         if r is None:
             return self.announce_next(t) if self.announcements else []
         if self.floor.hold is not None:
             return []
-        return self.tool_rounds.filler_due(r, t)
+        out = self.tool_rounds.filler_due(r, t)
+        flow = self.tool_rounds.flow
+        if not out and flow is not None and flow.flow.hold is not None:
+            out = hold_due(r, t, self.tool_rounds.filler_delay_s, self.output_rate)
+        return out
 
     def tts_audio(
         self, response: int, chunk: int, text: str, n_samples: int, words: list[Word], t: float, first: bool

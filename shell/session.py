@@ -53,6 +53,7 @@ from core.commands import (
     Extract,
     Goodbye,
     PausePlayback,
+    PlayHoldSound,
     ResumePlayback,
     RunTool,
     StartResponse,
@@ -77,6 +78,7 @@ from shell.device import AudioDevice, UncontrolledSpeaker
 from shell.engines import Engines
 from shell.flow_functions import FlowFunctions, resumed_run
 from shell.heard_audio import HeardAudio
+from shell.hold_sounds import HoldSound
 from shell.listening import Listening
 from shell.phone_line import CallControl, PhoneLine
 from shell.speaking import Speaking
@@ -186,6 +188,7 @@ class Session:
             Denoising(cfg.denoise, cfg.denoise_asr, echo_cancel),
         )  # fmt: skip
         self._speaking = Speaking(engines, clock, c, self._playout, work, run, emit, error, lockstep, f"{id(self):x}")
+        self._speaking.hold_sound = HoldSound.of(flow.hold, self.output_rate) if flow and flow.hold else None
         self._line = PhoneLine(cfg.call, clock, c, self._playout, run, _weakly(self._in_use), calls, work.spawn)
         functions = FlowFunctions(self.flow, c.history) if self.flow is not None else None
         self._tools = ToolRunner(
@@ -208,6 +211,7 @@ class Session:
             CommitSpeculation: self._speaking.commit,
             DiscardSpeculation: self._speaking.discard,
             Synthesize: self._speaking.synthesize,
+            PlayHoldSound: self._speaking.play_hold_sound,
             PausePlayback: _weakly(self._pause),
             ResumePlayback: _weakly(self._resume),
             CancelResponse: _weakly(self._cancel),
@@ -237,12 +241,9 @@ class Session:
             self._work.spawn(self._work.call(Serves.BACKGROUND, self.engines.warm_up))
 
     def push_audio(self, block: np.ndarray, far: np.ndarray | None = None) -> None:
-        """Microphone audio: 16 kHz mono float32, contiguous with the previous block.
-
-        ``far``: what the speaker played over the same span (the echo
-        canceller's reference, a continuous stream that may run behind);
-        None: the device knows none, and the reference is silence.
-        """
+        """Microphone audio: 16 kHz mono float32, contiguous with the previous block. ``far``: what the
+        speaker played over the same span (the echo canceller's reference, a continuous stream that may
+        run behind); None: the device knows none, and the reference is silence."""
         for heard in self._listening.push(block, far, playing=self._playout.queued > 0):
             self._heard(heard)
         self._tick()

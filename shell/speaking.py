@@ -22,6 +22,7 @@ from core.commands import (
     CommitSpeculation,
     DiscardSpeculation,
     Extract,
+    PlayHoldSound,
     StartResponse,
     Summarize,
     Synthesize,
@@ -32,6 +33,7 @@ from core.tool_calls import ToolCallDelta
 from core.turns import Conversation
 from shell.clock import Clock
 from shell.engines import Engines
+from shell.hold_sounds import HoldSound
 from shell.tools.arguments import SchemaArguments
 from shell.work import Serves, Work
 
@@ -67,6 +69,7 @@ class Speaking:
         self._llm_tasks: dict[int, asyncio.Task] = {}
         self._summary_task: asyncio.Task | None = None  # the conversation's summary being written
         self._summaries = 0
+        self.hold_sound: HoldSound | None = None  # the agent's (shell/hold_sounds.py), set by the session
         self._tts_cancel: tuple[int, threading.Event] | None = None  # the chunk being synthesized
         self._cancelled: set[int] = set()
         self.held: dict[int, list[np.ndarray]] = {}  # speculative replies' audio, until committed
@@ -109,6 +112,12 @@ class Speaking:
         finally:
             await stream.aclose()
         self.conversation.summarized(cmd.upto, text)
+
+    def play_hold_sound(self, cmd: PlayHoldSound) -> None:
+        """The next piece of the agent's hold sound, played as part of the reply (core/hold_sound.py)."""
+        if cmd.response not in self._cancelled:  # (silence where none was loaded: the reply's ledger counts it)
+            hold = self.hold_sound
+            self._playout.append(hold.take(cmd.n_samples) if hold else np.zeros(cmd.n_samples, np.float32))
 
     def commit(self, cmd: CommitSpeculation) -> None:
         for audio in self.held.pop(cmd.response, []):

@@ -18,10 +18,11 @@ import yaml
 
 from core.flow import Field, Flow, Hook, Step, Transition
 from core.flow_graph import problems
+from shell.hold_sounds import BUILTIN, HoldSound, HoldSoundError
 from shell.tools.loading import import_file, load_tools
 from shell.tools.registry import ToolDefinitionError, Tools
 
-TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps", "on_user_turn", "on_tool_result"}
+TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps", "on_user_turn", "on_tool_result", "hold"}
 STEP_KEYS = {"instructions", "say", "respond", "tools", "collect", "context", "call", "end", "transfer", "next"}
 STEP_KEYS |= {"on_enter", "on_exit", "on_user_turn"}
 TRANSITION_KEYS = {"to", "description", "needs", "auto", "when"}
@@ -67,6 +68,7 @@ class Agent:
     name: str | None = None
     on_user_turn: Hook | None = None  # every step's hook for the person's turns (a function, or a tool's name)
     on_tool_result: Hook | None = None  # called with each tool's result, which it may rewrite
+    hold: str | None = None  # played while a reply waits on a slow tool: "chime", or a sound file's path
 
 
 def load_agent(path: str | Path, other_tools: Iterable[str] | None = ()) -> AgentFile:
@@ -155,6 +157,7 @@ def _from_yaml(path: Path) -> AgentFile:
         name=r.text(top.get("name"), "name") or path.stem,
         on_user_turn=r.text(top.get("on_user_turn"), "on_user_turn"),
         on_tool_result=r.text(top.get("on_tool_result"), "on_tool_result"),
+        hold=r.hold(top.get("hold")),
     )
     return AgentFile(path, flow, tools)
 
@@ -218,6 +221,18 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise self.fail(where, f"all, none, summary or a number of turns is needed, not {_kind(value)}")
         return value  # its value is the graph's to check (core.flow_graph)
+
+    def hold(self, value: Any) -> str | None:
+        """The hold sound: ``chime``, or a sound file (relative to the agent file's folder), checked by reading it."""
+        sound = self.text(value, "hold")
+        if sound is None or sound in BUILTIN:
+            return sound
+        path = self.path.parent / sound
+        try:
+            HoldSound.of(str(path), 16000)
+        except HoldSoundError as e:
+            raise self.fail("hold", f"{e} (a sound file, or {', '.join(BUILTIN)})") from None
+        return str(path)
 
     def tools(self, sources: list[Any], where: str) -> Tools:
         """The tools of ``builtin`` and of Python files (relative to the agent file's folder)."""
@@ -353,6 +368,7 @@ def _from_python(path: Path) -> AgentFile:
         name=r.text(agent.name, "name") or path.stem,
         on_user_turn=hook(agent.on_user_turn, "on_user_turn"),
         on_tool_result=hook(agent.on_tool_result, "on_tool_result"),
+        hold=r.hold(agent.hold),
     )
     return AgentFile(path, flow, tools)
 
