@@ -1,10 +1,10 @@
 """Agents as flows (issue 46): the restaurant's booking line on spoken variants, and what a step's
 transition costs the reply (``python -m voice.bench flows``).
 
-Each variant is a caller who books a table at Luigi's (``agents/restaurant.yaml``), said by a
-voice that is not the assistant's, on the real engines and virtual time: other phrasings, a
-correction at the read-back, everything said at once, a number in digits and in words, an
-interruption of the read-back. It counts the variants that end with the right booking (the
+Each of the 20 variants is a caller who books a table at Luigi's (``agents/restaurant.yaml``),
+said by a voice that is not the assistant's, on the real engines and virtual time: other
+phrasings, fillers, a correction at the read-back, everything said at once, numbers in digits and
+in words, interruptions of the read-back. It counts the variants that end with the right booking (the
 booking tool called with the caller's details, and the call ended) and the turns it took. A
 reply's voice-to-voice (the end of the speech to its first sample, virtual time) is grouped by
 whether the reply entered a step, so the transition's cost is read beside the turns without one.
@@ -91,6 +91,101 @@ VARIANTS = (
         "short",
         ("Table please.", "Kim.", "Two.", "Today.", "Six.", "Go ahead."),
         {"name": "kim", "party_size": "2", "date": "today"},
+    ),
+    Variant(
+        "polite",
+        (
+            "Good evening, I'd like to reserve a table for dinner.",
+            "My name is Johnson.",
+            "There will be four of us.",
+            "On Saturday.",
+            "At seven thirty.",
+            "Yes, that's right.",
+        ),
+        {"name": "johnson", "party_size": "4", "date": "saturday"},
+    ),
+    Variant(
+        "all at once",
+        ("Hi, a table for two this Friday at eight, please. The name is Rossi.", "Yes, please."),
+        {"name": "rossi", "party_size": "2", "date": "friday"},
+    ),
+    Variant(
+        "name first",
+        (
+            "Hello, this is Maria Lopez, I'd like to book a table.",
+            "Three people.",
+            "Tomorrow.",
+            "At half past eight.",
+            "Yes.",
+        ),
+        {"name": "lopez", "party_size": "3", "date": "tomorrow"},
+    ),
+    Variant(
+        "tonight",
+        ("Can I book a table for tonight?", "Brown.", "We are a party of eight.", "Half past eight.", "Yes, book it."),
+        {"name": "brown", "party_size": "8", "date": "tonight"},
+    ),
+    Variant(
+        "day corrected",
+        (
+            "I'd like to book a table.",
+            "The name is Smith.",
+            "Two people.",
+            "Thursday.",
+            "At seven.",
+            "Sorry, make it Friday.",
+            "Yes.",
+        ),
+        {"name": "smith", "party_size": "2", "date": "friday"},
+    ),
+    Variant(
+        "fillers",
+        (
+            "Um, hi, yes, I wanted to book a table.",
+            "Uh, it's Wilson.",
+            "Um, four.",
+            "Friday, please.",
+            "Around eight.",
+            "Yes, thanks.",
+        ),
+        {"name": "wilson", "party_size": "4", "date": "friday"},
+    ),
+    Variant(
+        "party in digits",
+        ("Table for 2, please.", "Taylor.", "Sunday.", "At 1 pm.", "Yes."),
+        {"name": "taylor", "party_size": "2", "date": "sunday"},
+    ),
+    Variant(
+        "wait, four",
+        ("I'd like a table, please.", "Anderson.", "Five.", "Saturday.", "At eight.", "Wait, four people.", "Yes."),
+        {"name": "anderson", "party_size": "4", "date": "saturday"},
+        interrupt_readback=True,
+    ),
+    Variant(
+        "group",
+        ("Do you take bookings for a group?", "Martin.", "Twelve people.", "Next Friday.", "At seven.", "Great."),
+        {"name": "martin", "party_size": "12", "date": "friday"},
+    ),
+    Variant(
+        "sure",
+        ("I need a table.", "Davis.", "Three.", "Wednesday.", "At six.", "Sure, go ahead."),
+        {"name": "davis", "party_size": "3", "date": "wednesday"},
+    ),
+    Variant(
+        "quarter to",
+        ("Could I book a table for Thursday?", "Clark.", "Two.", "At a quarter to nine.", "That's perfect."),
+        {"name": "clark", "party_size": "2", "date": "thursday"},
+    ),
+    Variant(
+        "tomorrow night",
+        (
+            "Hi there, I'd like to make a booking for tomorrow night.",
+            "The name's Evans.",
+            "Six of us.",
+            "Eight o'clock.",
+            "Yes, please do.",
+        ),
+        {"name": "evans", "party_size": "6", "date": "tomorrow"},
     ),
 )
 
