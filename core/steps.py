@@ -13,6 +13,12 @@ it, does so once the reply has been heard.
 The fields of a turn are read by an extraction request (core/collecting.py); its values the
 person said are kept, and the reply goes on: by a transition the flow can now take, else by the
 model's answer, told what is known and what is still missing.
+
+Hooks are tools of the agent's that the flow calls itself, each in a round of its own, so a
+hook has a tool's timeout and barge-in rules: at a transition the step left's ``on_exit`` and the
+step entered's ``on_enter`` run before the new step's own course; the person's turn goes to the
+step's ``on_user_turn`` before anything reads it (core/asking.py). :meth:`Steps.hook_done` goes on
+with each result.
 """
 
 from __future__ import annotations
