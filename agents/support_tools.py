@@ -7,14 +7,9 @@ have to copy it into the call.
 
 from __future__ import annotations
 
-import re
-
-from voice.agent import Say
 from voice.tools import ToolContext, tool
 
-__all__ = ["greeted_back", "look_up_order"]
-
-GREETINGS = {"hi", "hello", "hey", "hi there", "hello there", "good morning", "good afternoon", "good evening"}
+__all__ = ["look_up_order"]
 
 ORDERS = {
     "4512": "shipped on Monday and arrives tomorrow before noon",
@@ -32,12 +27,3 @@ def look_up_order(context: ToolContext) -> str:
     if order not in ORDERS:
         return f"I can't find an order {' '.join(order)}. Please check the number on your confirmation email."
     return f"Order {' '.join(order)} {ORDERS[order]}."
-
-
-def greeted_back(text: str) -> Say | None:
-    """The caller's turn in the greeting step (its on_user_turn hook): one that is only a greeting
-    ("Hi.", "Hello there!") is greeted back, without the model; anything else goes on as usual.
-
-    Given a bare "Hi." the 0.5B model called wants_person and put the caller through."""
-    words = " ".join(re.findall(r"[a-z']+", text.lower()))
-    return Say("Hello! How can I help?") if words in GREETINGS else None

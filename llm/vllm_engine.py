@@ -32,10 +32,8 @@ import math
 import multiprocessing
 import os
 import platform
-import shutil
 import signal
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,49 +45,7 @@ from typing import Any
 from core.tool_calls import ToolCallDelta
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
 from llm.context import fit_to_context
-
-
-def sweep_sockets(folder: Path, stale_s: float = 86400.0) -> None:
-    """Remove from ``folder`` the socket folders of processes that are gone, and loose sockets (the
-    layout before them) older than ``stale_s``: nothing a running engine still listens on."""
-    if not folder.is_dir():
-        return
-    for entry in folder.iterdir():
-        try:
-            if entry.is_dir() and entry.name.isdigit() and not _alive(int(entry.name)):
-                shutil.rmtree(entry, ignore_errors=True)
-            elif entry.is_socket() and time.time() - entry.lstat().st_mtime > stale_s:
-                entry.unlink()
-        except OSError:  # another start sweeping the same folder
-            continue
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's
-        return True
-    return True
-
-
-def _configure_environment(cache_dir: Path) -> None:
-    # Keep vLLM's files in a folder of ours rather than ~/.cache and /tmp.
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    os.environ.setdefault("VLLM_CACHE_ROOT", str(cache_dir / "vllm"))
-    if "VLLM_RPC_BASE_PATH" not in os.environ:
-        # A folder per process, removed by the next start once its process is gone: vLLM leaves its
-        # IPC sockets behind when its process is killed (1,798 had piled up here in two days of tests).
-        sockets = cache_dir / "rpc"
-        sweep_sockets(sockets)
-        (sockets / str(os.getpid())).mkdir(parents=True, exist_ok=True)
-        os.environ["VLLM_RPC_BASE_PATH"] = str(sockets / str(os.getpid()))
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
+from llm.engine_files import configure_environment
 
 # VLLMEngine constructors in progress, in any thread: their engine processes are still starting.
 _starting = 0
@@ -212,7 +168,7 @@ class VLLMEngine:
         (None: ``default_dtype()``). ``constrain_calls``: once the
         model begins a call as that parser reads it, decoding is held to the offered tools'
         names and argument schemas (vLLM's structured outputs, a structural tag)."""
-        _configure_environment(cache_dir)
+        configure_environment(cache_dir)
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

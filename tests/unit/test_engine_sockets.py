@@ -1,5 +1,5 @@
 """vLLM's IPC sockets: each process's in a folder of its own, swept by the next start once that process
-is gone (llm/vllm_engine.py): a killed engine leaves its sockets behind."""
+is gone (llm/engine_files.py): a killed engine leaves its sockets behind."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from llm.vllm_engine import sweep_sockets
+from llm.engine_files import sweep_sockets
 
 
 def _socket(path: Path) -> None:
