@@ -30,6 +30,14 @@ from core.history import ToolStatus, ToolUse, tool_calls_message, tool_result_me
 from core.reply import Reply
 from core.tool_calls import ToolCall, ToolCallDelta, ToolCallStream, ToolCallStreamError
 
+HOOK_KINDS = ("on_enter", "on_exit", "on_user_turn")
+
+
+def is_hook_call(call_id: str) -> bool:
+    """Whether call ``call_id`` is one of the flow's hooks (:meth:`ToolRounds.call_hook` names it so)."""
+    return call_id.endswith(tuple(f"_{kind}" for kind in HOOK_KINDS))
+
+
 # Rounds of calls that were all refused unrun, each followed by one more with tools: the model,
 # told which tool does not exist or which argument is wrong, tries again.
 MAX_REFUSED_ROUNDS = 1

@@ -18,6 +18,7 @@ from test_flow_session import call, converse, make, names, of, replies_said, ste
 from core.events import ResponseStart, ToolCallEnd, ToolCallStart
 from core.flow import Flow, Step, Transition
 from core.flow_graph import mermaid, problems
+from core.tool_rounds import is_hook_call
 from shell.tools import Tools, load_tools, tool
 from voice.agent import Say, load_agent
 from voice.tools import ToolContext
@@ -217,3 +218,8 @@ def test_the_graph_writes_each_steps_hooks_in_it():
     drawn = mermaid(chat(on_enter="greet_booking", on_exit="leave_chat"))
     assert '    chat["chat<br/>on_exit: leave_chat"]\n' in drawn
     assert '    book["book<br/>on_enter: greet_booking"]\n' in drawn
+
+
+def test_a_hooks_call_is_told_from_the_turns_own_calls_by_its_id():
+    assert is_hook_call("call_2_1_on_user_turn") and is_hook_call("call_5_3_on_enter")
+    assert not is_hook_call("call_2_0_0") and not is_hook_call("call_4_1_step")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.events import AsrFinal, BargeIn, Event, PlaybackStart, ResponseStart, SpeechStart, ToolCallStart, Truncate
+from core.tool_rounds import is_hook_call
 from core.words import letters, unspaced, words
 from voice.scenario.feed import Placed
 from voice.scenario.flow_checks import flow_checks
@@ -177,7 +178,8 @@ def _answered(i: int, within_ms: float, p: Placed, replies: list[int], obs: Obse
 
 
 def _tool(i: int, expected: ToolExpectation, replies: list[int], obs: Observed) -> Check:
-    calls = [e for e in obs.of(ToolCallStart) if e.response in replies]
+    # The agent's hooks are its own code, not calls the turn made (core/steps.py).
+    calls = [e for e in obs.of(ToolCallStart) if e.response in replies and not is_hook_call(e.call_id)]
     figure = ", ".join(f"{c.name}({c.arguments})" for c in calls) or "no call"
     if expected.name is None:
         return Check(i, "no tool", not calls, figure, "" if not calls else "a tool was called")
