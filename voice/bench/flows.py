@@ -252,17 +252,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "booked_right": right,
         "share_right": round(right / len(rows), 3) if rows else None,
         "turns_when_right": [r["turns"] for r in rows if r["booked_right"]],
-        "v2v_ms_transition": {
-            "n": len(with_step),
-            "p50": nearest_rank(with_step, 50),
-            "p95": nearest_rank(with_step, 95),
-        },
-        "v2v_ms_no_transition": {"n": len(without), "p50": nearest_rank(without, 50), "p95": nearest_rank(without, 95)},
+        "v2v_ms_transition": _spread(with_step),
+        "v2v_ms_no_transition": _spread(without),
     }
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
-    return {"n": len(values), "p50": nearest_rank(values, 50), "p95": nearest_rank(values, 95)}
+    return {"n": len(values), "p50": nearest_rank(values, 0.5), "p95": nearest_rank(values, 0.95)}
 
 
 def with_context(context: str, folder: Path) -> Path:
