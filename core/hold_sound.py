@@ -19,13 +19,12 @@ HOLD_PIECE_S = 0.3
 def hold_due(r: Reply, t: float, delay_s: float, rate: int) -> list[Command]:
     """The next piece of the hold sound for reply ``r`` at ``t`` ([]: none is due)."""
     tool = r.tool
-    waiting = tool.since is not None and not (tool.calls.streaming and not tool.round_over)
-    if not waiting or r.chunks_done < r.chunks_requested:  # nobody waits, or words are on their way
+    if not r.waiting_on_tools():  # nobody waits, or words are on their way
         tool.hold_sound_on = False
         return []
     if not tool.hold_sound_on:
-        quiet_since = max(tool.since, r.last_played_at or tool.since)  # type: ignore[type-var]
-        if not r.ledger.all_played or (t - quiet_since < delay_s - 1e-9 and not tool.filler_said):
+        quiet = r.quiet_on_tools_s(t)
+        if quiet is None or (quiet < delay_s - 1e-9 and not tool.filler_said):
             return []
         tool.hold_sound_on = True
     n = round(HOLD_PIECE_S * rate)

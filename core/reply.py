@@ -93,6 +93,22 @@ class Reply:
     sentences_left: int | None = None  # it may say this many more (core/reply_length.py; None: all)
     sentences_said: int = 0
 
+    def waiting_on_tools(self) -> bool:
+        """Whether the person waits on the reply's tools (then on the model asked with their results),
+        no other call being written and no words of the reply on their way to the speaker."""
+        tool = self.tool
+        writing = tool.calls.streaming and not tool.round_over  # another call: not quiet for long
+        return tool.since is not None and not writing and self.chunks_done == self.chunks_requested
+
+    def quiet_on_tools_s(self, t: float) -> float | None:
+        """How long the reply has been silent at ``t`` while the person waits on its tools (None: they
+        do not, or some of it is still to be played): what the filler and the hold sound wait for."""
+        if not self.waiting_on_tools() or not self.ledger.all_played:
+            return None
+        since = self.tool.since
+        assert since is not None
+        return t - max(since, self.last_played_at or since)
+
     def synthesize(self, chunks: list[str]) -> list[Command]:
         """Ask the TTS for ``chunks``; a speculative reply holds back all but its first."""
         out: list[Command] = []

@@ -151,17 +151,10 @@ class ToolRounds:
     def filler_due(self, r: Reply, t: float) -> list[Command]:
         """The filler, if ``r`` has been quiet too long since its calls went out (the tools, then
         the model asked again with their results); the caller checks that it is not paused."""
-        if (
-            self.filler is None
-            or r.tool.filler_said
-            or r.tool.since is None
-            or (r.tool.calls.streaming and not r.tool.round_over)  # it is writing another call: not quiet for long
-            or r.chunks_done < r.chunks_requested
-            or not r.ledger.all_played
-        ):
+        if self.filler is None or r.tool.filler_said:
             return []
-        quiet_since = max(r.tool.since, r.last_played_at or r.tool.since)
-        if t - quiet_since < self.filler_delay_s - 1e-9:
+        quiet = r.quiet_on_tools_s(t)
+        if quiet is None or quiet < self.filler_delay_s - 1e-9:
             return []
         r.tool.filler_said = True
         return r.synthesize([self.filler])
@@ -234,8 +227,7 @@ class ToolRounds:
         self._new_round(r)
         call = ToolCall(0, f"call_{r.id}_{r.tool.round}_{kind}", name, "{}")
         r.tool.round_calls, r.tool.round_over, r.tool.hook = [call], True, kind
-        out = self._run_call(r, call, t)
-        return [*out[:-1], RunTool(r.id, call, hook=kind, given=arguments)]
+        return self._run_call(r, call, t, RunTool(r.id, call, hook=kind, given=arguments))
 
     def end_round(self, r: Reply) -> None:
         """The round is over (a hook's, whose result the flow has used): the next is a new one."""
@@ -261,7 +253,8 @@ class ToolRounds:
             return []
         return self._run_call(r, call, t)
 
-    def _run_call(self, r: Reply, call: ToolCall, t: float) -> list[Command]:
+    def _run_call(self, r: Reply, call: ToolCall, t: float, run: RunTool | None = None) -> list[Command]:
+        """``call`` goes to its tool (``run``: the command that sends it, when it is a hook's)."""
         r.tool.running.add(call.id)
         if r.tool.since is None:
             r.tool.since = t
@@ -269,4 +262,4 @@ class ToolRounds:
         start = ToolCallStart(
             t, response=r.id, call_id=call.id, name=call.name, arguments=call.arguments, server=server
         )
-        return [Emit(start), RunTool(r.id, call)]
+        return [Emit(start), run or RunTool(r.id, call)]
