@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -99,18 +99,13 @@ class Speaking:
 
     async def _summarize(self, cmd: Summarize, request_id: str) -> None:
         stream = self._work.call(Serves.BACKGROUND, self.engines.llm.stream, cmd.messages, request_id)
-        text = ""
         try:
-            async for delta in stream:
-                if not isinstance(delta, ToolCallDelta):
-                    text += delta
+            text = await _text_of(stream)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the engine failed: the summary before it is kept
             self._error("llm", f"the summary of {cmd.upto} turns: {type(e).__name__}: {e}")
             return
-        finally:
-            await stream.aclose()
         self.conversation.summarized(cmd.upto, text)
 
     def play_hold_sound(self, cmd: PlayHoldSound) -> None:
@@ -203,19 +198,14 @@ class Speaking:
         stream = self._work.call(
             Serves.AUDIO, self.engines.llm.stream, cmd.messages, request_id, json_schema=cmd.schema
         )
-        text = ""
         values: dict[str, Any] = {}
         try:
-            async for delta in stream:
-                if not isinstance(delta, ToolCallDelta):
-                    text += delta
-            values = SchemaArguments(cmd.schema).check(text)
+            values = SchemaArguments(cmd.schema).check(await _text_of(stream))
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the engine failed, or wrote what the schema does not hold: nothing is kept
             self._error("llm", f"the fields of reply {cmd.response}: {type(e).__name__}: {e}")
         finally:
-            await stream.aclose()
             self._llm_tasks.pop(cmd.response, None)
         self._run(self.conversation.extracted(cmd.response, values, self.clock.now()))
 
@@ -285,3 +275,15 @@ class Speaking:
         if error:
             self._error("tts", error)
         self._run(self.conversation.tts_done(cmd.response, cmd.chunk, self.clock.now()))
+
+
+async def _text_of(stream: AsyncIterator[str | ToolCallDelta]) -> str:
+    """All the text of an LLM request's stream (no call is asked for), which is closed however it ends."""
+    text = ""
+    try:
+        async for delta in stream:
+            if not isinstance(delta, ToolCallDelta):
+                text += delta
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    return text
