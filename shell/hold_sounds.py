@@ -7,6 +7,7 @@ long as the reply waits, from where it stopped the last time.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +33,20 @@ class HoldSound:
     @classmethod
     def of(cls, sound: str, rate: int) -> HoldSound:
         """``sound``: ``chime``, or the path of a sound file. Raises :class:`HoldSoundError`."""
-        if sound == "chime":
-            return cls(chime(rate))
-        return cls(read_sound(Path(sound), rate))
+        return cls(_sound(sound, rate))
 
     def take(self, n: int) -> np.ndarray:
         """The next ``n`` samples of the loop."""
         looped = np.resize(np.roll(self._audio, -self._at), n)
         self._at = (self._at + n) % len(self._audio)
         return looped
+
+
+@functools.lru_cache(maxsize=8)
+def _sound(sound: str, rate: int) -> np.ndarray:
+    """A sound's samples, made or read once per process, not at every session's start (each session's
+    :class:`HoldSound` keeps its own place in a copy)."""
+    return chime(rate) if sound == "chime" else read_sound(Path(sound), rate)
 
 
 def read_sound(path: Path, rate: int) -> np.ndarray:
