@@ -208,7 +208,7 @@ class Answering:
         hold = f.hold
         if hold is not None and hold.utterance == utterance:
             if over.policy.interrupts(
-                text, hold.echo, no_speech_prob, level, over.person.db, background, f.language.current
+                text, over.echo(hold), no_speech_prob, level, over.person.db, background, f.language.current
             ):
                 out += over.barge_in(t, reason="words")
             else:

@@ -61,7 +61,17 @@ class OverReply:
         played = r.ledger.played
         lead_samples = round((t - onset + self.policy.echo_lead_s) * self.heard_replies.output_rate)
         lead = r.ledger.words_played_between(played - lead_samples, played)
-        return Hold(utterance, onset, t, played, echo=r.ledger.spoken_text(), echo_lead=lead)
+        return Hold(utterance, onset, t, played, echo_lead=lead)
+
+    def echo(self, hold: Hold) -> str:
+        """The reply's words that the speech ``hold`` paused on may carry as their echo: those any of
+        whose audio had played when it is judged (by the pause, and from a speaker's buffer after it).
+        The words still to play cannot be: in "Wait, four people." said as "A table for 8..." began,
+        "four people" was no backchannel for sharing "for" with the reply's unplayed words."""
+        r = self.floor.response
+        if r is None:
+            return ""
+        return r.ledger.words_played_between(0, max(hold.played, r.ledger.played))
 
     def words_of(self, utterance: int, text: str) -> str:
         """The words of ``utterance``'s final pass that are the person's (asked once): those with
@@ -132,7 +142,8 @@ class OverReply:
         )
         out: list[Command] = [Emit(check)]
         language = self.floor.language.current
-        if self.policy.interrupts(text, hold.echo, no_speech_prob, level_db, self.person.db, background_db, language):
+        echo = self.echo(hold)
+        if self.policy.interrupts(text, echo, no_speech_prob, level_db, self.person.db, background_db, language):
             self.cut_by[utterance] = (text, hold.echo_lead)
             out += self.barge_in(t, reason="words")
         return out

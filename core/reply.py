@@ -138,9 +138,6 @@ class Hold:
     played: int  # samples of the reply played when it paused
     checked_at: float = 0.0  # speech time (since onset) of the last words check
     checking: bool = False
-    # The reply's words synthesized when it paused: all that its speaker could have been given,
-    # and so all that speech over it may be an echo of ("": none, it cannot be the reply's echo).
-    echo: str = ""
     # The reply's words played in the speech's pre-roll and until the pause: what a loud echo's
     # residual may put before the person's first words in its transcript (core/barge_in.py).
     echo_lead: str = ""

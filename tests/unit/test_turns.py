@@ -635,16 +635,28 @@ def test_speech_over_a_reply_not_yet_heard_is_judged_without_the_replys_words():
 
 def test_the_replys_own_words_heard_back_still_do_not_cut_it():
     conv = Conversation()
-    speaking(conv, "It is noon. The sun is high.", played=150)
+    speaking(conv, "It is noon. The sun is high.", played=600)  # played up to "is"
     tf = short_speech_over(conv, 2.9)
     assert of(ResumePlayback, conv.transcript_final(tf.utterance, "noon, the sun", 2.5, 2.9, 3.5))
+
+
+def test_words_the_reply_has_not_played_yet_are_the_persons_own():
+    """The person goes on just as the reply starts ("Wait," ended the turn; "four people" comes
+    0.2 s into the read-back): the reply's words still to play cannot be their echo, so "for",
+    which it says later, does not make "For people." a one-word backchannel."""
+    conv = Conversation()
+    r = speaking(conv, "A table for 8 under Anderson, Saturday at wait. Shall I book it?", played=150)
+    tf = short_speech_over(conv, 2.9)
+    cmds = conv.transcript_final(tf.utterance, "For people.", 2.5, 2.9, 3.5)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)] and not of(ResumePlayback, cmds)
 
 
 @pytest.mark.parametrize("heard", ["as they both look at each other", "the scene is it", "they begin speaking"])
 def test_the_replys_own_voice_transcribed_with_slips_does_not_cut_it(heard):
     # What the echo canceller let through at a desk, as Whisper heard it (a recorded session).
     conv = Conversation()
-    speaking(conv, "They began speaking as they both looked at each other. The scene is set off by them.", played=150)
+    reply = "They began speaking as they both looked at each other. The scene is set off by them."
+    speaking(conv, reply, played=1350)  # played up to "is"
     tf = short_speech_over(conv, 2.9)
     cmds = conv.transcript_final(tf.utterance, heard, 2.5, 2.9, 3.5)
     assert of(ResumePlayback, cmds) and of(CancelResponse, cmds) == []

@@ -156,7 +156,7 @@ VARIANTS = (
         {"name": "taylor", "party_size": "2", "date": "sunday"},
     ),
     Variant(
-        "wait, four",
+        "wait four",
         ("I'd like a table, please.", "Anderson.", "Five.", "Saturday.", "At eight.", "Wait, four people.", "Yes."),
         {"name": "anderson", "party_size": "4", "date": "saturday"},
         interrupt_readback=True,
