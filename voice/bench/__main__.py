@@ -31,6 +31,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "voice.bench.long_conversation",
         "the first token over a 50-turn conversation: the prefix cache, and trimming to the context",
     ),
+    "compile": (
+        "voice.bench.compile",
+        "the embedded LLM compiled or eager: each start's time, first token and decode, per model",
+    ),
     "asr": ("voice.bench.asr", "Whisper's final pass: the full 30 s window against the short window"),
     "languages": (
         "voice.bench.languages",
