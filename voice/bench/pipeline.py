@@ -105,6 +105,7 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--turns", type=int, default=20, help="length of the growth conversation")
+    ap.add_argument("--llm-compile", action="store_true", help="the embedded LLM compiled (see voice.bench compile)")
     args = ap.parse_args(argv)
 
     from core.events import Event
@@ -123,7 +124,7 @@ async def _main(argv: list[str] | None) -> None:
         recs = recs[:4]
         args.turns = min(args.turns, 6)
     audios = {p.name: load_audio(p) for p in recs}
-    engine_cfg = EngineConfig()
+    engine_cfg = EngineConfig(llm_compile=args.llm_compile)
     engines = await asyncio.to_thread(load_engines, engine_cfg)
     cold_start = time.monotonic() - T_PROCESS
     rss_engines = rss_mb()
