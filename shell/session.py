@@ -181,7 +181,7 @@ class Session:
         run, emit, error, heard = (_weakly(m) for m in (self._run, self._emit, self._error, self._heard))
         self._work = work = Work(error, clock.now)
         audio = HeardAudio(cfg.endpoint, cfg.asr_max_pause_s, hearing, engines.new_vad, work, look_back=linear)
-        self._turn_end = TurnEnd(engines, clock, hearing, audio, work, emit, error, heard, lockstep)
+        self._turn_end = TurnEnd(engines, clock, hearing, audio, work, emit, error, heard)
         self._listening = Listening(
             engines, clock, c, hearing, audio, work, run, emit, error, self._turn_end.weigh, echo_cancel, linear,
             cfg.final_tail_s, cfg.interruption_check_window == "full",

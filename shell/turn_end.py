@@ -33,7 +33,6 @@ class TurnEnd:
         emit: Callable[[Event], None],
         error: Callable[[str, str], None],
         heard: Callable[[Heard], None],
-        lockstep: bool,
     ) -> None:
         """``heard``: where a turn the front end ends goes (the session's ``_heard``)."""
         self.engines = engines
@@ -44,7 +43,6 @@ class TurnEnd:
         self._emit = emit
         self._error = error
         self._heard = heard
-        self.lockstep = lockstep
         self._reading: tuple[str, float] | None = None  # the LLM's last reading of a pause's words: (prompt, P(ends))
 
     async def check(self, cmd: CheckEndOfTurn, utterance: int) -> None:
@@ -76,16 +74,17 @@ class TurnEnd:
     async def weigh(self, utterance: int, text: str, end: float, speculate: Callable[[], None]) -> None:
         """A transcript of a pause (its closing partial, then its early final), to the end-of-turn
         decision: does the sentence end there? The LLM's next-token probabilities of the words as
-        plain text say (one short prefill, beside the speculative reply ``speculate`` starts; the
+        plain text say (one short prefill, before the speculative reply ``speculate`` starts; the
         same words read again are not asked again); a failure leaves it to the sound."""
         hears = self._hearing.end_of_turn
         wants = hears is not None and hears.wants_transcript(end)
         prompt = hears.reading(text, end) if hears is not None else None
         reads = prompt is not None
-        # In lockstep the reading runs alone, then the reply: a request's logprobs in vLLM depend
-        # on what it is batched with, and virtual time must repeat exactly. In real time the
-        # reply goes first: its first token is on the critical path.
-        if not (self.lockstep and reads):
+        # The reading runs alone, then the reply. In real time too: batched with the reply's
+        # prefill, the one step of the reading took 476 ms against 129 alone (the default model,
+        # voice.bench trace, docs/bench/turn-taking.md), and the endpoint waited for it. In lockstep
+        # it must besides: a request's logprobs in vLLM depend on what it is batched with.
+        if not reads:
             speculate()
         sentence_end: float | None = None
         if prompt is not None:
@@ -99,8 +98,7 @@ class TurnEnd:
                     self._reading = (prompt, sentence_end)
                 except Exception as e:
                     self._error("end_of_turn_text", repr(e))
-            if self.lockstep:
-                speculate()
+            speculate()
         if not wants:
             return
         weighed = self._hearing.transcript(text, end, self.clock.now(), sentence_end)
