@@ -65,13 +65,13 @@ class OverReply:
 
     def echo(self, hold: Hold) -> str:
         """The reply's words that the speech ``hold`` paused on may carry as their echo: those any of
-        whose audio had played when it is judged (by the pause, and from a speaker's buffer after it).
+        whose audio had played when it is judged (:meth:`~core.reply.Hold.played_out`, as its cut counts).
         The words still to play cannot be: in "Wait, four people." said as "A table for 8..." began,
         "four people" was no backchannel for sharing "for" with the reply's unplayed words."""
         r = self.floor.response
         if r is None:
             return ""
-        return r.ledger.words_played_between(0, max(hold.played, r.ledger.played))
+        return r.ledger.words_played_between(0, hold.played_out(r.ledger))
 
     def words_of(self, utterance: int, text: str) -> str:
         """The words of ``utterance``'s final pass that are the person's (asked once): those with

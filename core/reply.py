@@ -141,3 +141,8 @@ class Hold:
     # The reply's words played in the speech's pre-roll and until the pause: what a loud echo's
     # residual may put before the person's first words in its transcript (core/barge_in.py).
     echo_lead: str = ""
+
+    def played_out(self, ledger: PlaybackLedger) -> int:
+        """Samples of the held reply (its ``ledger``) the speaker has played by now: by the pause, and
+        after it until the pause reached it (a fade; a client's or a device's buffer)."""
+        return max(self.played, ledger.played)

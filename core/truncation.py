@@ -35,9 +35,7 @@ class HeardReplies:
 
     def cut(self, r: Reply, hold: Hold, t: float, reason: BargeInReason) -> list[Command]:
         """Cut ``r`` to what was heard before the pause ``hold``, and stop everything else."""
-        # What had played when it paused, and what the speaker played after that
-        # until the pause reached it (a fade; a client's or a device's buffer).
-        played = max(hold.played, r.ledger.played)
+        played = hold.played_out(r.ledger)
         heard = r.ledger.heard_text(played)
         audio_end_ms = round(played * 1000 / self.output_rate)
         r.tool.calls.discard()  # a call still streaming never runs

@@ -79,15 +79,14 @@ class TurnEnd:
         hears = self._hearing.end_of_turn
         wants = hears is not None and hears.wants_transcript(end)
         prompt = hears.reading(text, end) if hears is not None else None
-        reads = prompt is not None
         # The reading runs alone, then the reply. In real time too: batched with the reply's
         # prefill, the one step of the reading took 476 ms against 129 alone (the default model,
         # voice.bench trace, docs/bench/turn-taking.md), and the endpoint waited for it. In lockstep
         # it must besides: a request's logprobs in vLLM depend on what it is batched with.
-        if not reads:
-            speculate()
         sentence_end: float | None = None
-        if prompt is not None:
+        if prompt is None:
+            speculate()
+        else:
             if self._reading is not None and self._reading[0] == prompt:
                 sentence_end = self._reading[1]  # the early final heard what the closing partial did
             else:

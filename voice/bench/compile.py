@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -111,7 +110,6 @@ def measure(model: str) -> list[dict[str, Any]]:
             row["model"] = model
             rows.append(row)
             print(_line(row), flush=True)
-        shutil.rmtree(folder, ignore_errors=True)
     return rows
 
 
