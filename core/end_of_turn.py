@@ -35,7 +35,8 @@ out the commands it returns::
     answer(check, p, t)                  p (weighted) ≥ threshold ─▶ Endpoint("model"),
                                          unless the words are unfinished; or, with
                                          transcripts=True and none yet, hold for it
-                                         below: asked again after recheck_s more silence
+                                         below: asked again after recheck_s more silence, or
+                                         finished_recheck_s once the words read not unfinished
     transcript(text, end, t, p_end)      the words of the pause: decide a held "finished"
     speech_paused(...)                   held past transcript_wait_s ─▶ Endpoint("model")
     failed(check, t)                     the model raised: no more checks in this pause
@@ -93,6 +94,15 @@ class EndOfTurnConfig:
     # check a pause none (the first answer inside a sentence was below 0.5 every time), for the
     # price of max_wait_s on 2 of 8 finished sentences (scripts/bench_endpoint).
     recheck_s: float | None = None
+    # When the words of a pause have been read and are not unfinished (P(the sentence ends here)
+    # at least min_sentence_end, nothing trailing off), the model is asked again after this much
+    # more silence, and again, until the turn ends. Its answer rises with the silence it hears, on
+    # finished speech ("How are you doing?", the demo's recording: 0.43 after 0.22 s of silence,
+    # 0.96 after 0.4 s) and on cut speech too, which is why recheck_s is None; here the words
+    # guard the cut sentences (all 6 of the endpoint benchmark's pauses read below 0.006 with both
+    # bundled models), and an unsure "finished" still needs words that read finished
+    # (sure_threshold). None: no such re-check.
+    finished_recheck_s: float | None = 0.2
     max_wait_s: float = 2.0  # silence that ends the turn whatever the model says
     threshold: float = 0.5  # P(finished) at or above which the turn ends (Pipecat's)
     # A transcript that trails off (continuation words, a number) multiplies the
@@ -138,6 +148,8 @@ class EndOfTurnConfig:
             raise ValueError("first_check_s must be positive and below max_wait_s")
         if self.recheck_s is not None and self.recheck_s <= 0.0:
             raise ValueError("recheck_s must be positive (None: one check per pause)")
+        if self.finished_recheck_s is not None and self.finished_recheck_s <= 0.0:
+            raise ValueError("finished_recheck_s must be positive (None: no re-check for read words)")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError("threshold must be a probability above 0")
         if self.min_sentence_end is not None and not 0.0 <= self.min_sentence_end <= 1.0:
@@ -219,6 +231,7 @@ class EndOfTurn:
         self._end = 0.0  # where the speech of the current pause ended
         self._pending: int | None = None  # the check in flight
         self._next_check_s = self.config.first_check_s  # silence at which the next check falls due
+        self._checked_s = 0.0  # the silence the last check of this pause heard
         self._probability: float | None = None  # the model's last answer in this pause
         self._text: str | None = None  # a transcript of the speech up to _end
         self._sentence_end: float | None = None  # the LLM's P(the sentence ends here) for _text
@@ -267,12 +280,29 @@ class EndOfTurn:
             if t - self._finished_at >= cfg.transcript_wait_s - 1e-9:
                 return self._endpoint(t, "model")
             return []
-        if self._pending is not None or self._next_check_s is None or silence_s < self._next_check_s - 1e-9:
+        if self._pending is not None or not self._check_due(silence_s):
             return []
         self._checks += 1
         self._pending = self._checks
+        self._checked_s = silence_s
         self._next_check_s = silence_s + cfg.recheck_s if cfg.recheck_s is not None else None
         return [CheckEndOfTurn(self._pending, self._onset, end, end + silence_s)]
+
+    def _check_due(self, silence_s: float) -> bool:
+        """Whether the model is to be asked about this pause now, ``silence_s`` into it: on its
+        schedule (``first_check_s``, ``recheck_s``), or again because its words read not unfinished
+        (``finished_recheck_s``)."""
+        if self._next_check_s is not None:
+            return silence_s >= self._next_check_s - 1e-9
+        again = self.config.finished_recheck_s
+        return (
+            again is not None
+            and self._probability is not None  # asked once already, and it said wait
+            and self._sentence_end is not None
+            and not self.unfinished_words
+            and not self._trails_off()
+            and silence_s >= self._checked_s + again - 1e-9
+        )
 
     def transcript(
         self, text: str, end: float, t: float, sentence_end: float | None = None
@@ -356,6 +386,7 @@ class EndOfTurn:
         if check == self._pending:
             self._pending = None
             self._next_check_s = None
+            self._checked_s = float("inf")  # nor a re-check for its words
         return []
 
     def speech_ended(self, t: float) -> list[EndOfTurnCommand]:
@@ -435,6 +466,7 @@ class EndOfTurn:
     def _new_pause(self) -> None:
         self._pending = None  # its answer, when it comes, is stale
         self._next_check_s = self.config.first_check_s
+        self._checked_s = 0.0
         self._probability = None
         self._text = None
         self._sentence_end = None

@@ -551,3 +551,57 @@ def test_the_closing_wait_can_be_turned_off():
     eot = started(EndOfTurnConfig(closing_wait_s=None))
     (ep,) = of(Endpoint, closing(eot, "Thank you,", silence_s=0.3))
     assert ep.t == pytest.approx(1.3)
+
+
+# Words that read not unfinished: the model is asked again as the silence grows (finished_recheck_s).
+
+
+def test_words_not_unfinished_ask_the_model_again_as_the_silence_grows():
+    # The demo's "How are you doing?": Smart Turn 0.43 after 0.22 s of silence, the words 0.20.
+    eot, check = read("How are you doing?", 0.20)
+    assert eot.answer(check.check, 0.43, 1.3) == []
+    (again,) = pause(eot, 1.06, 0.448)[-1:]  # the first frame at or past 0.224 + 0.2 s
+    assert isinstance(again, CheckEndOfTurn) and again.until == pytest.approx(1.06 + 0.448)
+    (ep,) = eot.answer(again.check, 0.96, 1.55)
+    assert (ep.reason, ep.t, ep.probability) == ("model", 1.55, 0.96)
+
+
+def test_the_re_check_repeats_until_max_wait():
+    eot, check = read("How are you doing?", 0.20)
+    eot.answer(check.check, 0.1, 1.3)
+    asked = []
+    for n in range(8, 64):
+        for c in of(CheckEndOfTurn, cmds := eot.speech_paused(1.06, n * FRAME, 1.06 + n * FRAME)):
+            asked.append(round(c.until - 1.06, 3))
+            assert eot.answer(c.check, 0.1, c.until) == []
+        if of(Endpoint, cmds):
+            break
+    assert asked == [0.448, 0.672, 0.896, 1.12, 1.344, 1.568, 1.792]
+    assert cmds[0].reason == "max_wait"
+
+
+def test_unsure_answers_to_a_re_check_still_need_words_that_read_finished():
+    eot, check = read("How are you doing?", 0.20)
+    eot.answer(check.check, 0.43, 1.3)
+    (again,) = pause(eot, 1.06, 0.448)[-1:]
+    assert eot.answer(again.check, 0.7, 1.55) == []  # 0.5-0.85 with words under 0.3: doubted
+
+
+def test_no_re_check_for_unfinished_words_words_that_trail_off_or_none_read():
+    for text, p in (("Not at this", 0.0), ("My number is five five", 0.5)):
+        eot, check = read(text, p)
+        eot.answer(check.check, 0.43, 1.3)
+        assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))
+    eot = started()
+    (check,) = pause(eot, 1.06, 0.224)
+    eot.answer(check.check, 0.43, 1.3)
+    assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))  # no transcript came
+
+
+def test_no_re_check_after_the_model_failed_or_when_it_is_switched_off():
+    eot, check = read("How are you doing?", 0.20)
+    eot.failed(check.check, 1.3)
+    assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))
+    eot, check = read("How are you doing?", 0.20, EndOfTurnConfig(finished_recheck_s=None))
+    eot.answer(check.check, 0.43, 1.3)
+    assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))

@@ -365,6 +365,15 @@ OPTIONS: tuple[Option, ...] = (
         help="silence that ends the turn whatever Smart Turn says",
     ),
     ms(
+        "--turn-finished-recheck-ms",
+        EndOfTurnConfig,
+        "finished_recheck_s",
+        TURNS,
+        off_at_zero=True,
+        help="once the LLM has read the pause's words as not unfinished, ask Smart Turn again after this much "
+        "more silence, until the turn ends (0: never)",
+    ),
+    ms(
         "--turn-closing-wait-ms",
         EndOfTurnConfig,
         "closing_wait_s",

@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "trace": ("voice.bench.trace", "where a turn's time goes: every engine call at the pause, beside its time alone"),
     "turn_taking": ("voice.bench.turn_taking", "turn-taking over the issue-15 fixtures, now against before (virtual)"),
     "endpoint": ("voice.bench.endpoint", "when the person's turn ends: Smart Turn against silence alone (virtual)"),
+    "reading": ("voice.bench.reading", "how each bundled LLM reads the words of a pause: P(the sentence ends here)"),
     "smart_turn": ("voice.bench.smart_turn", "Smart Turn on this CPU: the cost of a call, its answer as a pause grows"),
     "speculation": ("voice.bench.speculation", "speculative replies: ready at the endpoint, and the tokens wasted"),
     "bargein": ("voice.bench.bargein", "barge-in over the labelled fixtures: reaction, truncation, false barge-ins"),
