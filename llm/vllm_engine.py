@@ -46,6 +46,7 @@ from core.tool_calls import ToolCallDelta
 from llm.base import TOP_TOKENS, Delta, GenerationConfig, LLMError
 from llm.context import fit_to_context
 from llm.engine_files import configure_environment
+from llm.tool_call_reader import ToolCallReader
 
 # VLLMEngine constructors in progress, in any thread: their engine processes are still starting.
 _starting = 0
@@ -373,78 +374,6 @@ class VLLMEngine:
             import gc
 
             gc.collect()
-
-
-class ToolCallReader:
-    """One reply's text through vLLM's tool parser: the text to speak, and the calls' pieces.
-
-    A reply that opens a Markdown code block (```json) is read without that first line:
-    Qwen2.5-Coder-0.5B fenced its call so in 2 of 6 requests, and the parser takes a
-    call only where the reply starts with its JSON.
-    """
-
-    def __init__(self, parser, request) -> None:
-        """``parser``: a vLLM tool parser for this reply; ``request``: the chat request it is told of."""
-        self._parser = parser
-        self._request = request
-        self._raw = ""  # the reply as generated
-        self._text = ""  # what the parser has been given of it
-        self._ids: list[int] = []
-
-    def _unfenced(self) -> str | None:
-        """The reply without an opening code fence, and from its closing fence on (backticks that
-        may begin one are held back); None while the fence's line is unfinished. Qwen2.5-Coder-1.5B
-        fences its every call, pretty-printed; the parser read nothing after the closing fence."""
-        raw = self._raw.lstrip()
-        if not raw.startswith("`"):
-            return self._raw
-        if "\n" not in raw:
-            return None if "```".startswith(raw[:3]) else self._raw
-        first, rest = raw.split("\n", 1)
-        if not first.startswith("```"):
-            return self._raw
-        end = rest.find("```")
-        return rest[:end] if end >= 0 else rest.rstrip("`")
-
-    def read(self, delta: str, ids: list[int]) -> list[Delta | ToolCallDelta]:
-        if not delta and not ids:
-            return []
-        self._raw += delta
-        text = self._unfenced()
-        if text is None or not text.startswith(self._text) or text == self._text:
-            self._ids += ids
-            return []
-        delta, all_ids = text[len(self._text) :], self._ids + ids
-        try:
-            message = self._parser.extract_tool_calls_streaming(
-                self._text, text, delta, self._ids, all_ids, ids, self._request
-            )
-        except Exception as e:  # the parser's own failure: the reply is unusable, as an engine error is
-            raise LLMError(f"vLLM tool parser: {type(e).__name__}: {e}") from e
-        self._text, self._ids = text, all_ids
-        if message is None:
-            return []
-        out: list[Delta | ToolCallDelta] = [Delta(message.content, 0)] if message.content else []
-        for call in message.tool_calls or []:
-            function = call.function
-            if isinstance(function, dict):  # some parsers hand over the model_dump
-                name, arguments = function.get("name"), function.get("arguments")
-            else:
-                name, arguments = (function.name, function.arguments) if function is not None else (None, None)
-            # No id: vLLM's is random (chatcmpl-tool-…), and the conversation names its calls itself.
-            out.append(ToolCallDelta(call.index, None, name or None, arguments or ""))
-        return out
-
-    def finish(self, truncated: bool) -> list[ToolCallDelta]:
-        """What the parser had read of the last call but not yet given out (as vLLM's server does).
-        Not when the reply was cut off by ``max_tokens`` (``truncated``): the parser's reading of an
-        unfinished object is lenient, and would pass off a call cut short as a whole one with its
-        missing arguments dropped. Left as it is, its text does not parse, and it is never run."""
-        parser = self._parser
-        if truncated or not parser.prev_tool_call_arr or not parser.streamed_args_for_tool:
-            return []
-        rest = parser.get_remaining_unstreamed_args()
-        return [ToolCallDelta(len(parser.prev_tool_call_arr) - 1, arguments=rest)] if rest else []
 
 
 # How a call begins in the model's text, for the parsers whose calls the grammar can hold to the

@@ -1,5 +1,6 @@
-"""The embedded engine's reading of a reply through a vLLM tool parser (``llm/vllm_engine.py``,
-``ToolCallReader``): what the parser is given (a leading code fence read past), and what is
+"""The embedded engine's reading of a reply through a vLLM tool parser (``llm/tool_call_reader.py``,
+``ToolCallReader``): what the parser is given (a leading code fence read past, doubled braces
+made single), and what is
 flushed at the end. The parser here is a stand-in that records its input; the real parser on
 the real model is in ``tests/integration/test_llm_tools.py``."""
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 from core.tool_calls import ToolCallDelta
 from llm.base import Delta
-from llm.vllm_engine import ToolCallReader
+from llm.tool_call_reader import ToolCallReader, as_written
 
 
 @dataclass
@@ -76,3 +77,26 @@ def test_what_the_parser_held_back_is_flushed_unless_the_reply_was_cut_off():
     assert reader.finish(truncated=False) == [ToolCallDelta(0, arguments=', "label": ""}')]
     reader = ToolCallReader(StandInParser(held=', "label": ""}'), request=None)
     assert reader.finish(truncated=True) == []  # its lenient reading of a cut call is not passed on
+
+
+def test_a_call_with_its_braces_doubled_is_read_as_one_object():
+    # Qwen2.5-Coder-1.5B, "What is 17 times 23?" and "Goodbye, thanks for your help.", as streamed.
+    parser = StandInParser()
+    read(["{{", '"name": "calculate", ', '"arguments": {"expression": "17 * 23"}', "}}}"], parser)
+    assert parser.seen[-1][0] == '{"name": "calculate", "arguments": {"expression": "17 * 23"}}'
+    assert as_written('{{"name": "end_conversation", "arguments": {}}}}') == (
+        '{"name": "end_conversation", "arguments": {}}'
+    )
+
+
+def test_braces_inside_strings_do_not_close_the_object():
+    assert as_written('{{"name": "say", "arguments": {"text": "a } and a \\" {"}}}') == (
+        '{"name": "say", "arguments": {"text": "a } and a \\" {"}}'
+    )
+
+
+def test_one_opening_brace_waits_for_the_next_and_a_single_one_is_left_as_it_is():
+    assert as_written("{") is None
+    assert as_written('{"name": "x"') == '{"name": "x"'
+    assert as_written("Sure {ok}") == "Sure {ok}"
+    assert as_written('```json\n{{"name": "x", "arguments": {}}}}\n```') == '{"name": "x", "arguments": {}}'
