@@ -53,6 +53,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "voice.bench.noise",
         "real noise and a TV in the room at 20 to 0 dB, with and without RNNoise: WER, endpoints, barge-ins (virtual)",
     ),
+    "noise_oracle": (
+        "voice.bench.noise_oracle",
+        "the noise bench's sentences cut exactly under its rooms: what Whisper alone hears, the pipeline's ceiling",
+    ),
     "telephony": ("voice.bench.telephony", "what the phone costs the words: Whisper on 8 kHz G.711 audio"),
     "answers": (
         "voice.bench.answers",

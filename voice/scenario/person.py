@@ -48,13 +48,13 @@ def render(
     """``turn``'s audio: said by ``voice()`` (the person's, made on first use) or loaded, paused, mixed."""
     if turn.text is not None:
         audio, ends = _said(turn.text, voice(), output_rate)
-        audio = _at_peak(audio, person.db if turn.db is None else turn.db)
+        audio = at_peak(audio, person.db if turn.db is None else turn.db)
     else:
         assert turn.audio is not None
         audio = load_audio(turn.audio)
         ends = None
         if turn.db is not None:
-            audio = _at_peak(audio, turn.db)
+            audio = at_peak(audio, turn.db)
     if turn.pause is not None:
         if ends is None:
             ends = word_times(audio, person.language)
@@ -82,7 +82,7 @@ def _said(text: str, voice: Voice, output_rate: int) -> tuple[np.ndarray, list[t
     return audio, ends
 
 
-def _at_peak(audio: np.ndarray, db: float) -> np.ndarray:
+def at_peak(audio: np.ndarray, db: float) -> np.ndarray:
     peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
     return audio * (10 ** (db / 20) / peak) if peak > 1e-8 else audio
 
@@ -116,7 +116,7 @@ def _mixed(audio: np.ndarray, mix: Mix, speech: tuple[float, float]) -> np.ndarr
     else:
         at = round(mix.at * ASR_RATE)
     if mix.db is not None:
-        sound = _at_peak(sound, mix.db)
+        sound = at_peak(sound, mix.db)
     else:
         assert mix.snr_db is not None
         a, b = (round(s * ASR_RATE) for s in speech)
@@ -134,7 +134,7 @@ def room_audio(mix: Mix, turns: list[TurnAudio]) -> np.ndarray:
     person's speech (its mean power over every turn's sound), or its peak at ``db`` dBFS."""
     sound = load_audio(mix.path)
     if mix.db is not None:
-        return _at_peak(sound, mix.db).astype(np.float32)
+        return at_peak(sound, mix.db).astype(np.float32)
     assert mix.snr_db is not None
     spans = [t.audio[round(t.speech_start * ASR_RATE) : round(t.speech_end * ASR_RATE)] for t in turns]
     speech = np.concatenate(spans).astype(np.float64) if spans else np.zeros(0)
