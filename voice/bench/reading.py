@@ -24,8 +24,7 @@ from typing import Any
 
 from core.end_of_turn import EndOfTurnConfig, completion_prompt, sentence_end_probability
 from shell import models
-
-ROOT = Path(__file__).resolve().parents[2]
+from voice.bench.common import ROOT
 
 # The endpoint benchmark's finished sentences (as said), the demo's question, everyday requests.
 SENTENCES = (
