@@ -98,7 +98,7 @@ class EndOfTurnConfig:
     # at least min_sentence_end, nothing trailing off), the model is asked again after this much
     # more silence, and again, until the turn ends. Its answer rises with the silence it hears, on
     # finished speech ("How are you doing?", the demo's recording: 0.43 after 0.22 s of silence,
-    # 0.96 after 0.4 s) and on cut speech too, which is why recheck_s is None; here the words
+    # 0.94 after 0.45 s) and on cut speech too, which is why recheck_s is None; here the words
     # guard the cut sentences (all 6 of the endpoint benchmark's pauses read below 0.006 with both
     # bundled models), and an unsure "finished" still needs words that read finished
     # (sure_threshold). None: no such re-check.
