@@ -1,7 +1,7 @@
 """When the person's turn ends: Smart Turn against silence alone, on the real engines, on virtual time.
 
-    python -m voice.bench endpoint [--out DIR] [--recordings DIR]
-        (default: out/bench-endpoint, ../shared/fixtures/speech)
+    python -m voice.bench endpoint [--out DIR] [--recordings DIR] [--llm-model NAME]
+        (default: out/bench-endpoint, ../shared/fixtures/speech, the default model reads the words)
 
 Replays, through the whole pipeline on virtual time (so the endpoint delay is
 the decision alone, and exactly repeatable), with each turn detector:
@@ -72,11 +72,13 @@ async def _main(argv: list[str] | None) -> None:
     ap.add_argument("--recordings", type=Path, default=SHARED_SPEECH)
     ap.add_argument("--detectors", nargs="+", default=list(DETECTORS), choices=list(DETECTORS))
     ap.add_argument("--real-time", action="store_true", help="the finished sentences in real time too")
+    ap.add_argument("--llm-model", help="the model that reads the words of each pause (default: the default model)")
     args = ap.parse_args(argv)
 
     from shell.engines import EngineConfig, load_engines
 
-    engines = await asyncio.to_thread(load_engines, EngineConfig())
+    engine_config = EngineConfig(llm_model=args.llm_model) if args.llm_model else EngineConfig()
+    engines = await asyncio.to_thread(load_engines, engine_config)
     audio = {name: load_audio(args.recordings / f"{name}.wav") for name in FINISHED}
     finished, pauses = [], []
     t0 = time.monotonic()
@@ -133,6 +135,7 @@ async def _main(argv: list[str] | None) -> None:
     configs = {d: (dataclasses.asdict(c) if c else {"hangover_s": 0.5}) for d, c in DETECTORS.items()}
     out = {
         "machine": machine,
+        "llm_model": engine_config.llm_model,
         "detectors": configs,
         "summary": summary,
         "finished": finished,
