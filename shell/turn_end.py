@@ -84,9 +84,7 @@ class TurnEnd:
         # voice.bench trace, docs/bench/turn-taking.md), and the endpoint waited for it. In lockstep
         # it must besides: a request's logprobs in vLLM depend on what it is batched with.
         sentence_end: float | None = None
-        if prompt is None:
-            speculate()
-        else:
+        if prompt is not None:
             if self._reading is not None and self._reading[0] == prompt:
                 sentence_end = self._reading[1]  # the early final heard what the closing partial did
             else:
@@ -97,7 +95,7 @@ class TurnEnd:
                     self._reading = (prompt, sentence_end)
                 except Exception as e:
                     self._error("end_of_turn_text", repr(e))
-            speculate()
+        speculate()
         if not wants:
             return
         weighed = self._hearing.transcript(text, end, self.clock.now(), sentence_end)
