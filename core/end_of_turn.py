@@ -36,7 +36,7 @@ out the commands it returns::
                                          unless the words are unfinished; or, with
                                          transcripts=True and none yet, hold for it
                                          below: asked again after recheck_s more silence, or
-                                         finished_recheck_s once the words read not unfinished
+                                         finished_recheck_s once the words read finished enough
     transcript(text, end, t, p_end)      the words of the pause: decide a held "finished"
     speech_paused(...)                   held past transcript_wait_s ─▶ Endpoint("model")
     failed(check, t)                     the model raised: no more checks in this pause
@@ -94,8 +94,8 @@ class EndOfTurnConfig:
     # check a pause none (the first answer inside a sentence was below 0.5 every time), for the
     # price of max_wait_s on 2 of 8 finished sentences (scripts/bench_endpoint).
     recheck_s: float | None = None
-    # When the words of a pause have been read and are not unfinished (P(the sentence ends here)
-    # at least min_sentence_end, nothing trailing off), the model is asked again after this much
+    # When the words of a pause have been read and are finished enough (P(the sentence ends here)
+    # at least the next field, nothing trailing off), the model is asked again after this much
     # more silence, and again, until the turn ends. Its answer rises with the silence it hears, on
     # finished speech ("How are you doing?", the demo's recording: 0.43 after 0.22 s of silence,
     # 0.94 after 0.45 s) and on cut speech too, which is why recheck_s is None; here the words
@@ -103,6 +103,11 @@ class EndOfTurnConfig:
     # bundled models), and an unsure "finished" still needs words that read finished
     # (sure_threshold). None: no such re-check.
     finished_recheck_s: float | None = 0.2
+    # ... where the words read at least this (one word always does). Not unfinished is not enough:
+    # "in being |", heard "in B.", read 0.061 (SmolLM2), re-asked 0.67 s into a 1.0 s pause: 0.92,
+    # cut. voice.bench reading: finished sentences under it 2 of 13 (default model; as under
+    # min_sentence_end) and 1 (SmolLM2); words inside sentences over it 9 and 12 of 119 (20, 43).
+    finished_recheck_sentence_end: float = 0.1
     max_wait_s: float = 2.0  # silence that ends the turn whatever the model says
     threshold: float = 0.5  # P(finished) at or above which the turn ends (Pipecat's)
     # A transcript that trails off (continuation words, a number) multiplies the
@@ -150,6 +155,8 @@ class EndOfTurnConfig:
             raise ValueError("recheck_s must be positive (None: one check per pause)")
         if self.finished_recheck_s is not None and self.finished_recheck_s <= 0.0:
             raise ValueError("finished_recheck_s must be positive (None: no re-check for read words)")
+        if not 0.0 <= self.finished_recheck_sentence_end <= 1.0:
+            raise ValueError("finished_recheck_sentence_end must be a probability")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError("threshold must be a probability above 0")
         if self.min_sentence_end is not None and not 0.0 <= self.min_sentence_end <= 1.0:
@@ -290,7 +297,7 @@ class EndOfTurn:
 
     def _check_due(self, silence_s: float) -> bool:
         """Whether the model is to be asked about this pause now, ``silence_s`` into it: on its
-        schedule (``first_check_s``, ``recheck_s``), or again because its words read not unfinished
+        schedule (``first_check_s``, ``recheck_s``), or again because its words read finished enough
         (``finished_recheck_s``)."""
         if self._next_check_s is not None:
             return silence_s >= self._next_check_s - 1e-9
@@ -298,11 +305,18 @@ class EndOfTurn:
         return (
             again is not None
             and self._probability is not None  # asked once already, and it said wait
-            and self._sentence_end is not None
-            and not self.unfinished_words
+            and self._reads_finished_enough()
             and not self._trails_off()
             and silence_s >= self._checked_s + again - 1e-9
         )
+
+    def _reads_finished_enough(self) -> bool:
+        """Whether the words of this pause read finished enough to ask the model again
+        (``finished_recheck_sentence_end``, never under ``min_sentence_end``)."""
+        if self._sentence_end is None or self._text is None or self.unfinished_words:
+            return False
+        one_word = len(words(f"{self._context} {self._text}", compounds=False)) <= 1
+        return one_word or self._sentence_end >= self.config.finished_recheck_sentence_end
 
     def transcript(
         self, text: str, end: float, t: float, sentence_end: float | None = None

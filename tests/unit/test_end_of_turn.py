@@ -598,6 +598,17 @@ def test_no_re_check_for_unfinished_words_words_that_trail_off_or_none_read():
     assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))  # no transcript came
 
 
+def test_no_re_check_for_words_that_merely_do_not_read_unfinished():
+    # "in being |" heard "in B.": SmolLM2 read 0.061, over min_sentence_end; re-asked at 0.67 s of a
+    # 1.0 s pause, Smart Turn said 0.92 and the sentence was cut.
+    eot, check = read("in B.", 0.061)
+    eot.answer(check.check, 0.16, 1.3)
+    assert not of(CheckEndOfTurn, pause(eot, 1.06, 1.9))
+    eot, check = read("Yes.", 0.01)  # one word is never unfinished, and is re-asked
+    eot.answer(check.check, 0.3, 1.3)
+    assert of(CheckEndOfTurn, pause(eot, 1.06, 0.448))
+
+
 def test_no_re_check_after_the_model_failed_or_when_it_is_switched_off():
     eot, check = read("How are you doing?", 0.20)
     eot.failed(check.check, 1.3)

@@ -370,8 +370,8 @@ OPTIONS: tuple[Option, ...] = (
         "finished_recheck_s",
         TURNS,
         off_at_zero=True,
-        help="once the LLM has read the pause's words as not unfinished, ask Smart Turn again after this much "
-        "more silence, until the turn ends (0: never)",
+        help="once the LLM has read the pause's words as finished enough (P(the sentence ends) at least 0.1, "
+        "or one word), ask Smart Turn again after this much more silence, until the turn ends (0: never)",
     ),
     ms(
         "--turn-closing-wait-ms",
