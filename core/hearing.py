@@ -307,10 +307,15 @@ class Hearing:
         t = self.frames * FRAME_S
         self.frames += 1
         prob = self._vad(frame)
+        unsuppressed = self._unsuppressed_voice(prob, room_view)
+        if unsuppressed is not None:
+            prob = unsuppressed[0]
         if self.gate is not None and self._vad_raw is not None:
             self.gate.far_frame(far)
             prob = self.gate(self._vad_raw(raw), prob, raw, frame)
         near = self.gate.near_energy(raw, frame) if self.gate is not None else float(np.mean(frame**2))
+        if unsuppressed is not None:  # its level as it was before the suppressor took it down
+            near = max(near, unsuppressed[1])
         if self.near is not None:
             if self.near.room is not None:
                 self.near.room.hears(self.room_level.db if self.endpointer.in_speech else None)
@@ -367,6 +372,17 @@ class Hearing:
         if due is not None:
             out.append(due)
         return out
+
+    def _unsuppressed_voice(self, prob: float, room_view: tuple[float, float] | None) -> tuple[float, float] | None:
+        """The frame's (probability, mean square) before the noise suppressor, where that heard the
+        person's voice and the suppressor's output did not; None: the suppressor's output stands.
+        (RNNoise took a voice coming in over a song for the room: ``NearSpeech.lets_in``.)"""
+        if room_view is None or self.near is None:
+            return None
+        theirs = self.near.lets_in(*room_view)
+        if not theirs or prob >= self.endpoint.threshold or room_view[0] < self.endpoint.threshold:
+            return None
+        return room_view
 
     def _rooms(self, prob: float, t: float) -> Ended | None:
         """The utterance open now ends as the room's (core/room.py) if the room was just found

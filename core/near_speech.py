@@ -76,6 +76,41 @@ class NearSpeech:
         self.far_frames = 0  # voiced frames discounted so far
         self.window_db: float | None = None  # the voiced sound of the last window_s, as of the last voiced frame
         self.room_window_db: float | None = None  # the same in the sound the room is looked for in
+        # Before a suppressor (lets_in): (energy, voiced) of the last window_s, and the frames of a syllable
+        self._before: deque[tuple[float, bool]] = deque(maxlen=self._window)
+        self._syllable = max(1, round(0.1 / frame_s))
+
+    def lets_in(self, prob: float, energy: float) -> bool:
+        """Whether a frame as it was before a noise suppressor (its VAD probability and mean
+        square) is the person's voice by its level alone, whatever the suppressor made of it.
+        Called on every frame while a suppressor is on, before :meth:`__call__`.
+
+        RNNoise takes a voice that comes in over a song or babble for more of the room, and lets
+        it through late: with a song 10 dB under the person, the first 0.7 s of "Not at this
+        particular" came out of it 30-50 dB down, the utterance opened 1.7 s late, and Whisper
+        never heard those words. Sound as loud as the person's own level over the last 0.1 s
+        (their syllables' level; a TV 10 dB under them does not reach it) is theirs, if it stands
+        out of a talking room over those 0.1 s and over its voiced frames of the last ``window_s``
+        (the rule of ``--denoise off``; over 0.1 s alone, babble 5 dB under the person was let
+        in, and over the window alone, the babble after the person stopped). Before their
+        first turn, standing out of a talking room is the test; with neither known, the
+        suppressor decides (it is what keeps a TV out then)."""
+        voiced = prob >= self._threshold
+        self._before.append((energy, voiced))
+        if not voiced:
+            return False
+        recent = list(self._before)[-self._syllable :]
+        level = 10 * math.log10(sum(e for e, _ in recent) / len(recent) + 1e-12)
+        room = self.room
+        talking = room is not None and room.talking
+        if talking and room is not None:
+            window = [e for e, v in self._before if v]
+            if room.under(level) or room.under(10 * math.log10(sum(window) / len(window) + 1e-12)):
+                return False
+        person = self.person.db
+        if person is not None:
+            return level >= person
+        return talking
 
     def __call__(self, prob: float, energy: float, room_view: tuple[float, float] | None = None) -> float:
         """``energy``: the frame's mean square, with the assistant's echo taken out; ``room_view``:

@@ -139,6 +139,11 @@ class Room:
         assert self._speech_db is not None and self.config.above_room_db is not None
         return self._opened_quiet or self._speech_db >= floor + self.config.above_room_db
 
+    @property
+    def talking(self) -> bool:
+        """A talking room is known (its floor's level is :attr:`db`)."""
+        return self.db is not None
+
     def under(self, level_db: float) -> bool:
         """Whether voiced sound at ``level_db`` is the room's (its talking floor's, or the talker's
         the person came in over), not the person's over it. Every level here is in the sound the

@@ -107,3 +107,50 @@ def test_off_all_counts():
         np.concatenate([silence(0.3), talk(1.5, -40.0), silence(1.0)]),
     )
     assert [h for h in heard if isinstance(h, SpeechStart)]
+
+
+def behind_a_suppressor(person_db: float | None, before: np.ndarray, cleaned: np.ndarray) -> list:
+    """What a hearing behind a noise suppressor reports: ``cleaned`` its output, ``before`` its input."""
+    person = PersonLevel()
+    if person_db is not None:
+        person.learn(person_db)
+    endpoint = EndpointConfig()
+    near = NearSpeech(person, NearSpeechConfig(), FRAME_S, endpoint.threshold)
+    hearing = Hearing(endpoint, vad, near=near, vad_unsuppressed=vad)
+    out = []
+    for i in range(0, len(before), ASR_BLOCK):
+        block = cleaned[i : i + ASR_BLOCK]
+        far = np.zeros(len(block), dtype=np.float32)
+        out += hearing.push(block, block, far, playing=False, unsuppressed=before[i : i + ASR_BLOCK])
+    return out
+
+
+def held_back(audio: np.ndarray, seconds: float) -> np.ndarray:
+    """``audio`` as RNNoise let a voice in over a song: its first ``seconds`` 50 dB down."""
+    out = audio.copy()
+    out[: round(seconds * ASR_RATE)] *= 10 ** (-50 / 20)
+    return out
+
+
+def test_a_voice_the_suppressor_held_back_is_heard_from_its_first_word():
+    """RNNoise let "Not at this particular" out of a song 30-50 dB down for 0.7 s (music 10 dB
+    under the person): the utterance opened 1.7 s late and Whisper never heard those words. The
+    sound before it, at the person's own level, opens the utterance where they began."""
+    before = np.concatenate([silence(1.0), talk(2.0, -20.0), silence(1.5)])
+    cleaned = np.concatenate([silence(1.0), held_back(talk(2.0, -20.0), 0.9), silence(1.5)])
+    (start,) = [h for h in behind_a_suppressor(-20.0, before, cleaned) if isinstance(h, SpeechStart)]
+    assert start.onset == pytest.approx(1.0, abs=0.1)
+
+
+def test_a_tv_under_the_person_stays_out_though_the_suppressor_let_none_of_it_through():
+    tv = talk(4.0, -32.0, seed=3)  # 12 dB under the person
+    heard = behind_a_suppressor(-20.0, tv, np.zeros(len(tv), dtype=np.float32))
+    assert not [h for h in heard if isinstance(h, SpeechStart)]
+
+
+def test_before_the_first_turn_and_with_no_talking_room_the_suppressor_decides():
+    """Nothing yet says how loud the person is: a voice RNNoise held back (a TV across the room,
+    which it takes partly for noise) is not let in by its level."""
+    voice = np.concatenate([silence(1.0), talk(2.0, -20.0), silence(1.5)])
+    heard = behind_a_suppressor(None, voice, np.zeros(len(voice), dtype=np.float32))
+    assert not [h for h in heard if isinstance(h, SpeechStart)]

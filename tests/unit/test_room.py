@@ -210,3 +210,30 @@ def test_behind_a_noise_suppressor_levels_are_compared_in_the_sound_before_it():
     ends = [h for h in heard if isinstance(h, Ended) and h.t > 14.5]
     assert len(starts) == 1 and len(ends) == 1
     assert not ends[0].room and 18.6 < ends[0].end < 19.0  # they stop at 18.75 s
+
+
+def test_babble_the_suppressor_took_out_is_not_let_back_in_at_the_persons_level():
+    """Behind RNNoise, sound before it that is as loud as the person is let in (it held their
+    voice back over a song, core/near_speech.py ``lets_in``); babble only 5 dB under the person
+    reaches their level in its louder tenths of a second, and must still stand out of the room."""
+    babble = steady(20.0, -30.0)
+    tenths = np.random.default_rng(4).uniform(-6.0, 6.0, size=len(babble) // 1600 + 1)
+    babble *= (10 ** (np.repeat(tenths, 1600)[: len(babble)] / 20)).astype(np.float32)  # its louder tenths of a second
+    endpoint = EndpointConfig()
+    person = PersonLevel()
+    person.learn(-25.0)
+    near = NearSpeech(person, NearSpeechConfig(), FRAME_S, endpoint.threshold, room())
+    cleaned = np.full(len(babble), 1e-4, dtype=np.float32)
+    hearing = Hearing(
+        endpoint,
+        ScriptedVad([False] * (len(babble) // VAD_FRAME + 1)),
+        near=near,
+        vad_unsuppressed=ScriptedVad([p > 0.5 for p, _ in frames_of(babble, voiced=True)]),
+    )
+    heard = []
+    for i in range(0, len(babble), ASR_BLOCK):
+        far = np.zeros(len(cleaned[i : i + ASR_BLOCK]), dtype=np.float32)
+        block = cleaned[i : i + ASR_BLOCK]
+        heard += hearing.push(block, block, far, playing=False, unsuppressed=babble[i : i + ASR_BLOCK])
+    assert near.room is not None and near.room.talking
+    assert not [h for h in heard if isinstance(h, SpeechStart) and h.onset > 5.5]
