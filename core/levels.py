@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 
 import numpy as np
+
+
+def mean_db(energies: Iterable[float]) -> float:
+    """The mean of frame energies (mean squares), in dB; at least one energy."""
+    values = list(energies)
+    return 10 * math.log10(sum(values) / len(values) + 1e-12)
 
 
 class LevelMeter:

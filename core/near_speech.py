@@ -22,10 +22,10 @@ what was heard as theirs before it was found (the room itself) is forgotten.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 
+from core.levels import mean_db
 from core.room import Room
 
 
@@ -99,14 +99,11 @@ class NearSpeech:
         self._before.append((energy, voiced))
         if not voiced:
             return False
-        recent = list(self._before)[-self._syllable :]
-        level = 10 * math.log10(sum(e for e, _ in recent) / len(recent) + 1e-12)
+        level = mean_db(e for e, _ in list(self._before)[-self._syllable :])
         room = self.room
         talking = room is not None and room.talking
-        if talking and room is not None:
-            window = [e for e, v in self._before if v]
-            if room.under(level) or room.under(10 * math.log10(sum(window) / len(window) + 1e-12)):
-                return False
+        if room is not None and talking and (room.under(level) or room.under(mean_db(e for e, v in self._before if v))):
+            return False
         person = self.person.db
         if person is not None:
             return level >= person
@@ -131,12 +128,12 @@ class NearSpeech:
         voiced.append((self._frame, energy, energy if room_view is None else room_view[1]))
         while voiced[0][0] <= self._frame - self._window:
             voiced.popleft()
-        level = 10 * math.log10(sum(e for _, e, _ in voiced) / len(voiced) + 1e-12)
+        level = mean_db(e for _, e, _ in voiced)
         self.window_db = level
         if room is not None:
             # Against the room's floor in the sound it was found in: RNNoise keeps a song's loud
             # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
-            in_room = level if room_view is None else 10 * math.log10(sum(r for *_, r in voiced) / len(voiced) + 1e-12)
+            in_room = level if room_view is None else mean_db(r for *_, r in voiced)
             self.room_window_db = in_room
             room.voiced(in_room)
             if room.under(in_room):

@@ -35,9 +35,10 @@ voice takes it over (:class:`Overtaking`), as before this rule.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
+
+from core.levels import mean_db
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class Room:
         if self.config.above_room_db is None:
             return
         self._energies.append(energy)
-        level = 10 * math.log10(sum(self._energies) / len(self._energies) + 1e-12)
+        level = mean_db(self._energies)
         self._frames.append((level, prob >= self._threshold))
         if len(self._frames) < self._first:
             return
