@@ -315,8 +315,12 @@ class EndOfTurn:
         (``finished_recheck_sentence_end``, never under ``min_sentence_end``)."""
         if self._sentence_end is None or self._text is None or self.unfinished_words:
             return False
-        one_word = len(words(f"{self._context} {self._text}", compounds=False)) <= 1
-        return one_word or self._sentence_end >= self.config.finished_recheck_sentence_end
+        return self._one_word or self._sentence_end >= self.config.finished_recheck_sentence_end
+
+    @property
+    def _one_word(self) -> bool:
+        """Whether the words of this pause (and the utterance's before) are one: never unfinished."""
+        return len(words(f"{self._context} {self._text or ''}", compounds=False)) <= 1
 
     def transcript(
         self, text: str, end: float, t: float, sentence_end: float | None = None
@@ -429,7 +433,7 @@ class EndOfTurn:
             and self._sentence_end is not None
             and self._sentence_end < floor
             and self._text is not None
-            and len(words(f"{self._context} {self._text}", compounds=False)) > 1
+            and not self._one_word
         )
 
     def _weighted(self) -> float | None:

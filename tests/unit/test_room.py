@@ -180,6 +180,16 @@ def test_a_person_alone_is_never_overtaken_by_themselves():
     assert not [h for h in heard if isinstance(h, Ended) and h.room]
 
 
+def behind_a_suppressor(hearing: Hearing, cleaned: np.ndarray, before: np.ndarray) -> list:
+    """What ``hearing`` reports for a suppressor's output ``cleaned`` of the sound ``before`` it."""
+    heard = []
+    for i in range(0, len(cleaned), ASR_BLOCK):
+        block = cleaned[i : i + ASR_BLOCK]
+        far = np.zeros(len(block), dtype=np.float32)
+        heard += hearing.push(block, block, far, playing=False, unsuppressed=before[i : i + ASR_BLOCK])
+    return heard
+
+
 def test_behind_a_noise_suppressor_levels_are_compared_in_the_sound_before_it():
     """RNNoise lets a voice in over babble quietly and then loud: in its output the person's own
     words came in 10 dB over their first ones, as if over a TV, and their question ended as the
@@ -201,11 +211,7 @@ def test_behind_a_noise_suppressor_levels_are_compared_in_the_sound_before_it():
         near=near,
         vad_unsuppressed=ScriptedVad([p > 0.5 for p, _ in frames_of(before, voiced=True)]),
     )
-    heard = []
-    for i in range(0, len(babble), ASR_BLOCK):
-        block = cleaned[i : i + ASR_BLOCK]
-        far = np.zeros(len(block), dtype=np.float32)
-        heard += hearing.push(block, block, far, playing=False, unsuppressed=before[i : i + ASR_BLOCK])
+    heard = behind_a_suppressor(hearing, cleaned, before)
     starts = [h for h in heard if isinstance(h, SpeechStart) and h.onset > 14.5]
     ends = [h for h in heard if isinstance(h, Ended) and h.t > 14.5]
     assert len(starts) == 1 and len(ends) == 1
@@ -230,10 +236,6 @@ def test_babble_the_suppressor_took_out_is_not_let_back_in_at_the_persons_level(
         near=near,
         vad_unsuppressed=ScriptedVad([p > 0.5 for p, _ in frames_of(babble, voiced=True)]),
     )
-    heard = []
-    for i in range(0, len(babble), ASR_BLOCK):
-        far = np.zeros(len(cleaned[i : i + ASR_BLOCK]), dtype=np.float32)
-        block = cleaned[i : i + ASR_BLOCK]
-        heard += hearing.push(block, block, far, playing=False, unsuppressed=babble[i : i + ASR_BLOCK])
+    heard = behind_a_suppressor(hearing, cleaned, babble)
     assert near.room is not None and near.room.talking
     assert not [h for h in heard if isinstance(h, SpeechStart) and h.onset > 5.5]
