@@ -60,6 +60,7 @@ class Observed:
     ended: bool = False  # the conversation ended (a goodbye was played, a quiet line was hung up)
     reply_languages: dict[int, str] = field(default_factory=dict)  # reply id: the language Whisper heard
     judged: dict[tuple[int | None, str], Judgement] = field(default_factory=dict)  # (turn, question)
+    said: list[str] = field(default_factory=list)  # each turn's label, the caller's lines after the scenario's
 
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]

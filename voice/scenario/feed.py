@@ -12,14 +12,17 @@ starts at its cue:
   has not come yet, and quiet means nothing.
 
 A cue that has not come ``max_wait_s`` after the turn before ended starts the turn anyway, marked
-``waited_out`` (the expectation that needed it fails with that said). After the last turn the feed
-waits for quiet, then listens ``listen_s`` more (a phone line's prompt, a timer), and ends.
+``waited_out`` (the expectation that needed it fails with that said). After the last turn, ``more``
+(a caller who answers what is asked) may give further turns, one at a time, as the replies come;
+once it has none, the feed waits for quiet, then listens ``listen_s`` more (a phone line's prompt,
+a timer), and ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -46,6 +49,15 @@ class Placed:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
 
 
+class MoreTurns(Protocol):
+    """Turns decided as the conversation goes (``voice.scenario.caller.CallerFeed``)."""
+
+    @property
+    def done(self) -> bool: ...
+
+    def next_turn(self, now: float, quiet_s: float | None) -> tuple[TurnAudio, Cue] | None: ...
+
+
 class Feed:
     """The microphone of a scenario: ``source(i)`` is block ``i`` (None: the scenario is over)."""
 
@@ -56,9 +68,11 @@ class Feed:
         listen_s: float = 0.0,
         max_wait_s: float = 30.0,
         room: np.ndarray | None = None,
+        more: MoreTurns | None = None,
     ) -> None:
         """``room``: a sound under everything, looped from the start (None: a quiet room)."""
-        self.turns = turns
+        self.turns = list(turns)
+        self.more = more
         self.room = room if room is not None and len(room) else None
         self.idle = idle
         self.listen_s = listen_s
@@ -83,6 +97,12 @@ class Feed:
         now = i * BLOCK_S
         if self._playing is None:
             nxt = len(self.placed)
+            if nxt == len(self.turns) and self.more is not None and not self.more.done:
+                added = self.more.next_turn(now, self._quiet_for(now))
+                if added is not None:
+                    self.turns.append(added)
+                elif now - self._last_end < self.max_wait_s + self.listen_s:
+                    return self._silence
             if nxt == len(self.turns):
                 return None if self._over(now) else self._silence
             if self._due(now, *self.turns[nxt]):

@@ -77,7 +77,7 @@ def timeline(result: ScenarioResult, stereo: np.ndarray, span: float) -> str:
     peak = max(float(np.abs(stereo).max(initial=0.0)), 0.05)
     person, assistant = _side_marks(result.events)
     turns = [
-        Mark(p.start, p.end, f"{p.index + 1} · {result.scenario.turns[p.index].label}", "turn",
+        Mark(p.start, p.end, f"{p.index + 1} · {result.said(p.index)}", "turn",
              f"turn {p.index + 1}: {p.start:.2f}–{p.end:.2f} s, speech {p.speech_start:.2f}–{p.speech_end:.2f} s",
              (p.speech_start, p.speech_end))
         for p in result.placed

@@ -25,7 +25,7 @@ def result_json(result: ScenarioResult) -> dict[str, Any]:
         turns.append(
             {
                 "turn": p.index + 1,
-                "said": result.scenario.turns[p.index].label,
+                "said": result.said(p.index),
                 **{k: v for k, v in p.to_json().items() if k != "index"},
                 "heard": obs.heard_text(utterances),
                 "reply": obs.reply_text(obs.replies(utterances)),

@@ -36,10 +36,11 @@ from transport.replay import ReplayDevice
 from voice.app.logs import fan_out
 from voice.app.options import build_parser
 from voice.app.runtime import RunSetup, UsageError, call_config, mcp_specs, run_setup
+from voice.scenario.caller import CallerFeed, CallerTurns
 from voice.scenario.expect import Check, Judgement, Observed, check
 from voice.scenario.feed import Feed, Placed
 from voice.scenario.person import TurnAudio, render, room_audio
-from voice.scenario.spec import Cue, Scenario, ScenarioError
+from voice.scenario.spec import Cue, Scenario, ScenarioError, Turn
 
 FIRST_CUE = Cue("at", 0.5)
 NEXT_CUE = Cue("after_reply_end", 0.5)  # a person who waits for the answer, then speaks
@@ -147,6 +148,11 @@ class ScenarioResult:
     def placed(self) -> list[Placed]:
         return self.observed.placed
 
+    def said(self, index: int) -> str:
+        """What the person's turn ``index`` said (a caller's line after the scenario's turns)."""
+        said = self.observed.said
+        return said[index] if index < len(said) else self.scenario.turns[index].label
+
     @property
     def duration_s(self) -> float:
         return self.recording.mic_samples / ASR_RATE
@@ -169,7 +175,7 @@ async def run_scenario(
     session_cfg = setup.session
     if scenario.call:
         session_cfg = dataclasses.replace(session_cfg, call=call_config(args))
-    turns = await asyncio.to_thread(_render_all, scenario, engines)
+    turns, lines = await asyncio.to_thread(_render_all, scenario, engines)
     cues = [t.cue or (NEXT_CUE if i or scenario.call else FIRST_CUE) for i, t in enumerate(scenario.turns)]
     events: list[Event] = []
     session: Session | None = None
@@ -181,12 +187,17 @@ async def run_scenario(
         except McpStartError as e:
             raise ScenarioError(f"{scenario.path}: agent: {e}") from None
     room = room_audio(scenario.room, turns) if scenario.room is not None else None
+    caller = CallerTurns(scenario.caller) if scenario.caller is not None else None
+
+    def ended() -> bool:
+        return session is not None and session.ended.is_set()
+
+    more = None if caller is None else CallerFeed(caller, lines, ended)
     feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
-                listen_s=scenario.listen_s, room=room)  # fmt: skip
+                listen_s=scenario.listen_s, room=room, more=more)  # fmt: skip
     clock = MonotonicClock() if real_time else VirtualClock()
-    session = Session(
-        engines, clock, session_cfg, fan_out(events.append, feed.on_event), lockstep=not real_time, tools=setup.tools
-    )
+    listeners = [events.append, feed.on_event] + ([caller.on_event] if caller is not None else [])
+    session = Session(engines, clock, session_cfg, fan_out(*listeners), lockstep=not real_time, tools=setup.tools)
     echo = None if scenario.echo is None else EchoPath(scenario.echo.db, scenario.echo.delay_ms)
     device = RecordingDevice(ReplayDevice(feed.source, engines.output_rate, echo), engines.output_rate)
     try:
@@ -195,7 +206,8 @@ async def run_scenario(
         await session.aclose()
         if servers is not None:
             await servers.close()
-    observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set())
+    said = [t.label for t in scenario.turns] + ([f'"{line}"' for line in caller.said] if caller is not None else [])
+    observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set(), said=said)
     rec = device.recording
     wanted = [t.expect for t in scenario.turns] + [scenario.expect]
     if any(e.language for e in wanted):
@@ -205,7 +217,8 @@ async def run_scenario(
     return ScenarioResult(scenario, check(scenario, observed), observed, rec, engines.output_rate, turns)
 
 
-def _render_all(scenario: Scenario, engines: Engines) -> list[TurnAudio]:
+def _render_all(scenario: Scenario, engines: Engines) -> tuple[list[TurnAudio], dict[str, TurnAudio]]:
+    """The turns' audio, and each line the caller may say (by its text)."""
     person = scenario.person
     # Made on the first text turn: a scenario of recordings loads no voice of the person's.
     voice = functools.cache(lambda: engines.voices.other(person.voice, person.language, person.speed))
@@ -214,7 +227,10 @@ def _render_all(scenario: Scenario, engines: Engines) -> list[TurnAudio]:
         segments, _ = engines.asr_final.model.transcribe(audio, language=language, beam_size=1, word_timestamps=True)
         return [(w.word, w.end) for s in segments for w in s.words]
 
-    return [render(t, person, voice, engines.output_rate, word_times) for t in scenario.turns]
+    turns = [render(t, person, voice, engines.output_rate, word_times) for t in scenario.turns]
+    lines = scenario.caller.lines() if scenario.caller is not None else []
+    said = {line: render(Turn(text=line), person, voice, engines.output_rate, word_times) for line in lines}
+    return turns, said
 
 
 def _reply_languages(engines: Engines, events: list[Event], rec: Recording) -> dict[int, str]:

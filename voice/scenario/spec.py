@@ -128,6 +128,42 @@ class Echo:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What the caller says when a reply holds one of ``when`` (case and punctuation ignored).
+
+    ``say``: the first time, then each time the same question comes again (the last repeats).
+    ``unless``: a check of what the reply read back: for the first phrase the reply does not hold
+    (alternatives split by ``|``), its line is said instead of ``say`` (a correction).
+    ``over_s``: said this long into the first reply that matches, over it, once (an interruption);
+    it is never said after a reply."""
+
+    when: tuple[str, ...]
+    say: tuple[str, ...]
+    unless: tuple[tuple[str, str], ...] = ()
+    over_s: float | None = None
+
+    def lines(self) -> list[str]:
+        return [*self.say, *(line for _, line in self.unless)]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A scenario's caller: after its turns, the person answers each reply by ``answers``; a reply
+    none matches gets ``otherwise`` (None: the caller says nothing more). At most ``max_turns``."""
+
+    answers: tuple[Answer, ...]
+    otherwise: str | None = None
+    max_turns: int = 12
+
+    def lines(self) -> list[str]:
+        """Every line the caller may say, each once."""
+        out = [line for a in self.answers for line in a.lines()]
+        if self.otherwise:
+            out.append(self.otherwise)
+        return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     path: Path
@@ -139,6 +175,7 @@ class Scenario:
     listen_s: float = 0.0  # after the last turn and the assistant's answer, listen on this long
     room: Mix | None = None  # a sound under the whole conversation, looped: a TV, a busy room, a street
     expect: Expectation = field(default_factory=Expectation)  # the conversation's own (ended, judge)
+    caller: Caller | None = None  # after the turns, the person answers what each reply asks
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -156,7 +193,7 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_from(data: Any, path: Path) -> Scenario:
     """The scenario ``data`` (the file's YAML) describes; ``path``: the file, whose folder paths are in."""
     r = _Reader(path)
-    top = r.mapping(data, "", {"name", "agent", "person", "turns", "echo", "listen_s", "room", "expect"})
+    top = r.mapping(data, "", {"name", "agent", "person", "turns", "echo", "listen_s", "room", "expect", "caller"})
     agent = dict(r.mapping(top.get("agent", {}), "agent"))
     call = bool(agent.pop("call", False))
     if isinstance(agent.get("tools"), str | list):
@@ -187,6 +224,7 @@ def scenario_from(data: Any, path: Path) -> Scenario:
         listen_s=r.number(top.get("listen_s", 0.0), "listen_s"),
         room=r.mix(top["room"], "room", at=False) if "room" in top else None,
         expect=r.expectation(top.get("expect", {}), "expect", scenario=True),
+        caller=r.caller(top["caller"], "caller") if "caller" in top else None,
     )
 
 
@@ -285,6 +323,34 @@ class _Reader:
         db = self.number(t["db"], f"{where}.db") if "db" in t else None
         expect = self.expectation(t.get("expect", {}), f"{where}.expect")
         return Turn(text, audio, cue, pause, tuple(mixes), db, expect)
+
+    def caller(self, value: Any, where: str) -> Caller:
+        c = self.mapping(value, where, {"answers", "otherwise", "max_turns"})
+        if not isinstance(c.get("answers"), list) or not c["answers"]:
+            raise self.fail(f"{where}.answers", "a list of answers is needed")
+        answers = tuple(self.answer(a, f"{where}.answers[{i}]") for i, a in enumerate(c["answers"]))
+        otherwise = self.lines(c["otherwise"], f"{where}.otherwise")[0] if "otherwise" in c else None
+        max_turns = int(self.number(c.get("max_turns", 12), f"{where}.max_turns"))
+        return Caller(answers, otherwise, max_turns)
+
+    def answer(self, value: Any, where: str) -> Answer:
+        a = self.mapping(value, where, {"when", "say", "unless", "over_s"})
+        if "when" not in a or "say" not in a:
+            raise self.fail(where, "when (the words of a reply) and say (what the caller answers) are needed")
+        unless = self.mapping(a.get("unless", {}), f"{where}.unless")
+        return Answer(
+            when=self.lines(a["when"], f"{where}.when"),
+            say=self.lines(a["say"], f"{where}.say"),
+            unless=tuple((str(k), self.lines(v, f"{where}.unless.{k}")[0]) for k, v in unless.items()),
+            over_s=self.number(a["over_s"], f"{where}.over_s") if "over_s" in a else None,
+        )
+
+    def lines(self, value: Any, where: str) -> tuple[str, ...]:
+        """A text, or a list of texts (none empty)."""
+        given = value if isinstance(value, list) else [value]
+        if not given or not all(isinstance(v, str | int | float) and str(v).strip() for v in given):
+            raise self.fail(where, "a text or a list of texts is needed")
+        return tuple(str(v).strip() for v in given)
 
     def mix(self, value: Any, where: str, at: bool = True) -> Mix:
         """A sound mixed in at a level (``at``: it may start at a time; a room's runs throughout)."""
