@@ -8,6 +8,7 @@ so the same booking always gets the same one: a scenario or a test can expect it
 from __future__ import annotations
 
 import hashlib
+import re
 
 from voice.tools import ToolContext, tool
 
@@ -24,6 +25,7 @@ def book_table(context: ToolContext) -> str:
     if missing:
         return f"Not booked: the {', '.join(missing)} is still missing."
     name, party_size, date, time = (state[k] for k in DETAILS)
+    time = re.sub(r"(?i)^at\s+", "", str(time))  # kept as said ("at 8"): said once below
     key = "|".join(str(v).strip().lower() for v in (name, party_size, date, time))
     reference = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 9000 + 1000
     people = "1 person" if party_size == 1 else f"{party_size}"

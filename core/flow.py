@@ -36,6 +36,7 @@ Hook = str | Callable[..., Any]
 
 _FIELD_IN_TEXT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_LAST_WORD = re.compile(r"(\w+)\s*$")
 
 
 class FlowError(ValueError):
@@ -84,6 +85,9 @@ class Step:
     collect: tuple[str, ...] = ()  # the fields this step asks for (the agent's fields, by name)
     context: Context = "all"
     say: str | None = None  # said on entry, word for word, without the model ({field}: its value)
+    # Said instead of moving on when the step is entered again with all it collects known and the
+    # words that led back changed nothing ("No."): the same read-back again would answer nobody.
+    ask_change: str | None = None
     respond: Respond = "wait"  # on entry: wait for the person, or let the model speak first
     call: str | None = None  # a tool the flow calls itself on entry, without arguments (it reads the state)
     end: bool = False  # the conversation ends once ``say`` was heard
@@ -263,7 +267,7 @@ class FlowRun:
         """``text`` with the state's values in place of its ``{field}``s (one not known yet is left as written)."""
         if text is None:
             return None
-        return _FIELD_IN_TEXT.sub(lambda m: _filled(self.state.get(m.group(1)), m.group(0)), text)
+        return _FIELD_IN_TEXT.sub(lambda m: _filled(self.state.get(m.group(1)), m.group(0), text[: m.start()]), text)
 
     def snapshot(self) -> dict[str, Any]:
         """What is stored with a finalized turn: the step and the state (resumed from it)."""
@@ -278,9 +282,17 @@ class FlowRun:
         self.state.update(state if isinstance(state, dict) else {})
 
 
-def _filled(value: Any, written: str) -> str:
-    """A field's value as said in a text; not known (None, as :meth:`FlowRun.missing` reads it): as written."""
-    return written if value is None else str(value)
+def _filled(value: Any, written: str, before: str) -> str:
+    """A field's value as said in a text after ``before``; not known (None, as :meth:`FlowRun.missing`
+    reads it): as written. A value that starts with the word before it says it once: "at {time}"
+    with the time kept as "at 8" is "at 8", not "at at 8"."""
+    if value is None:
+        return written
+    said = str(value)
+    last = _LAST_WORD.search(before)
+    if last and said.lower().startswith(last.group(1).lower() + " "):
+        said = said[len(last.group(1)) + 1 :]
+    return said
 
 
 def _spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

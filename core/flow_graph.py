@@ -65,6 +65,8 @@ def _step_problems(flow: Flow, step: Step, known_tools: set[str] | None) -> list
     for n in step.collect:
         if n not in flow.fields:
             out.append(f"collects {n!r}, which is no field of the agent (fields: {', '.join(flow.fields) or 'none'})")
+    if step.ask_change and not step.collect:
+        out.append("ask_change: the step collects nothing, so it is never said")
     if step.call is not None and known_tools is not None and step.call not in known_tools:
         out.append(f"call: no tool named {step.call!r}")
     for n in step.tools:

@@ -125,13 +125,13 @@ class Steps:
         out = self._said(r, result) if kind == "on_enter" and result else []
         return out + self._next_hook(r, t)
 
-    def say(self, r: Reply, text: str, t: float) -> list[Command]:
-        """``text``, word for word, in reply ``r``; then a transition the flow can take at once (an
-        ``auto`` one whose needs are known), else the reply ends: the model is not asked again."""
+    def say(self, r: Reply, text: str, t: float, move_on: bool = True) -> list[Command]:
+        """``text``, word for word, in reply ``r``; then (``move_on``) a transition the flow can take
+        at once (an ``auto`` one whose needs are known), else the reply ends: the model is not asked again."""
         flow = self.flow
         assert flow is not None
         out = self._said(r, text)
-        auto = flow.auto_transition()
+        auto = flow.auto_transition() if move_on else None
         if auto is not None and r.tool.steps_moved < MAX_STEPS_PER_REPLY and not (flow.step.end or flow.step.transfer):
             flow.move(auto.function, self.history.last_user_turn())
             return out + self.entered(r, t)
@@ -197,6 +197,12 @@ class Steps:
             self._keep_place(r)
         out: list[Command] = [Emit(Collected(t, response=r.id, values=kept, dropped=dropped))]
         auto = flow.auto_transition()
+        if auto is not None and r.tool.steps_moved and not kept:
+            # Sent back with everything known and nothing new ("No." to a read-back): the person is
+            # asked what to change; read the same again, they heard no change (docs/bench/flows.md).
+            if flow.step.ask_change:
+                return out + self.say(r, flow.fill(flow.step.ask_change) or "", t, move_on=False)
+            auto = None  # the model answers, told what is known
         if auto is not None:
             flow.move(auto.function, self.history.last_user_turn())
             return out + self.entered(r, t)

@@ -255,6 +255,15 @@ def test_fill_puts_the_states_values_in_and_leaves_the_unknown_as_written():
     assert run.fill("{size}") == "0"
 
 
+def test_a_value_that_starts_with_the_word_before_it_says_that_word_once():
+    run = FlowRun(flow())
+    run.state.update({"time": "At 8", "name": "Under Patel", "date": "Friday"})
+    assert run.fill("{date} at {time}, under {name}.") == "Friday at 8, under Patel."
+    assert run.fill("at {date}") == "at Friday"  # no word to drop
+    run.state["time"] = "attic time"  # a word, not its first letters
+    assert run.fill("at {time}") == "at attic time"
+
+
 def test_next_question_is_the_first_missing_fields_own():
     run = FlowRun(flow())
     assert run.next_question() == "Under what name, {who}?"  # filled, a field not known left as written

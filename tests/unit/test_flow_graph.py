@@ -95,6 +95,11 @@ def test_a_collected_field_the_agent_does_not_declare():
     assert problems(flow) == ["step ask: collects 'phone', which is no field of the agent (fields: name, size)"]
 
 
+def test_an_ask_change_where_nothing_is_collected():
+    flow = with_step(good(), Step("ask", ask_change="What should change?", transitions=(go("done", "book"),)))
+    assert problems(flow) == ["step ask: ask_change: the step collects nothing, so it is never said"]
+
+
 def test_a_transition_that_needs_no_field():
     flow = with_step(good(), Step("ask", collect=("name",), transitions=(go("done", "book", ("phone",)),)))
     assert problems(flow) == ["step ask: done needs 'phone', which is no field of the agent"]

@@ -254,6 +254,19 @@ async def test_a_correction_at_the_confirmation_goes_back_and_reads_every_field(
     assert not calls_but_hooks(events, ToolCallStart)
 
 
+async def test_a_bare_no_to_the_read_back_is_asked_what_to_change_and_the_change_read_back():
+    nothing = form(name=None, party_size=None, date=None, time=None)
+    session, _llm, events = restaurant([*BOOKING, nothing, form(name="Rossi", party_size=None, date=None, time=None)])
+    await converse(session, [*TURNS, "No", "The name is Rossi"])
+    assert [name for name, _, _ in steps(events)][-3:] == ["confirm", "details", "confirm"]
+    # Not the same read-back again: the flow's own question, then the read-back with the change.
+    assert replies_said(events)[-2:] == [
+        "What would you like to change?",
+        "A table for 4 under Rossi, Friday at 8 pm. Shall I book it?",
+    ]
+    assert not calls_but_hooks(events, ToolCallStart)
+
+
 async def test_the_step_and_state_are_stored_with_each_turn_and_a_new_session_resumes_there():
     session, _llm, _events = restaurant(list(BOOKING[:2]))
     await converse(session, TURNS[:2])

@@ -24,7 +24,7 @@ from shell.tools.registry import ToolDefinitionError, Tools
 
 TOP_KEYS = {"name", "role", "tools", "everywhere", "fields", "start", "steps", "on_user_turn", "on_tool_result", "hold"}
 STEP_KEYS = {"instructions", "say", "respond", "tools", "collect", "context", "call", "end", "transfer", "next"}
-STEP_KEYS |= {"on_enter", "on_exit", "on_user_turn"}
+STEP_KEYS |= {"on_enter", "on_exit", "on_user_turn", "ask_change"}
 TRANSITION_KEYS = {"to", "description", "needs", "auto", "when"}
 
 
@@ -272,6 +272,7 @@ class _Reader:
             collect=tuple(self.names(data.get("collect"), f"{where}.collect")),
             context=self.context(data.get("context"), f"{where}.context"),
             say=self.text(data.get("say"), f"{where}.say"),
+            ask_change=self.text(data.get("ask_change"), f"{where}.ask_change"),
             respond=self.text(data.get("respond"), f"{where}.respond") or "wait",  # type: ignore[arg-type]
             call=self.text(data.get("call"), f"{where}.call"),
             end=self.flag(data.get("end"), f"{where}.end"),
@@ -410,6 +411,7 @@ def _checked_step(r: _Reader, step: Any, where: str) -> Step:
         collect=tuple(r.names(_listed(step.collect), f"{where}.collect")),
         context=r.context(step.context, f"{where}.context"),
         say=r.text(step.say, f"{where}.say"),
+        ask_change=r.text(step.ask_change, f"{where}.ask_change"),
         respond=r.text(step.respond, f"{where}.respond") or "wait",  # type: ignore[arg-type]
         call=r.text(step.call, f"{where}.call"),
         end=r.flag(step.end, f"{where}.end"),
