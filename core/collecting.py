@@ -44,7 +44,13 @@ def said_value(value: Any, schema: dict[str, Any], said: str) -> bool:
     own_words = [w.lower() for w in _WORD.findall(value) if w.lower() not in _FORM_WORDS]
     if not own_numbers and not own_words:
         return False
-    return all(given(n, numbers) for n in own_numbers) and all(w in words for w in own_words)
+    return all(given(n, numbers) for n in own_numbers) and all(_said_word(w, words, numbers) for w in own_words)
+
+
+def _said_word(word: str, words: set[str], numbers: list[str]) -> bool:
+    """Whether ``word`` of a value was said: as a word, or a number word as its number in digits
+    (the model wrote "at seven" for Whisper's "at 7", and the time was refused nine times)."""
+    return word in words or (word in UNIT_WORDS and given(str(UNIT_WORDS[word]), numbers))
 
 
 _DIGIT_WORDS = {**{w: str(v) for w, v in UNIT_WORDS.items() if v < 10}, "o": "0"}  # "zero" to "nine", "oh"

@@ -67,6 +67,8 @@ def test_a_number_not_said_is_refused(value, said):
         ("8 pm", "eight"),
         ("8 o'clock", "eight"),
         ("20:00", "At 20 please"),  # the 00 is form, not a number
+        ("at seven", "at 7"),  # a number word for the digits Whisper wrote
+        ("seven thirty", "At 7:30."),
     ],
 )
 def test_a_text_whose_words_and_numbers_were_all_said_is_kept(value, said):
@@ -85,6 +87,7 @@ def test_a_text_whose_words_and_numbers_were_all_said_is_kept(value, said):
         ("", "anything"),
         ("   ", "   "),
         ("PM", "In the evening, pm."),  # nothing but form words: nothing said of its own
+        ("at eight", "at 7"),  # a number word for a number not said
     ],
 )
 def test_a_made_up_text_is_refused(value, said):
