@@ -88,6 +88,27 @@ def test_the_person_s_own_quieter_speech_still_counts(below_db):
     assert len([h for h in heard if isinstance(h, Ended)]) == 1
 
 
+def test_the_person_going_on_quieter_after_their_own_pause_is_heard():
+    """"No, | for two people.": the words after the comma 9 dB under the person's level."""
+    going_on = [talk(0.4, -29.0, seed=3), silence(0.05), talk(0.35, -29.0, seed=5)]  # a stop consonant's dip in it
+    said = np.concatenate([silence(0.3), talk(0.4, -20.0), silence(0.25), *going_on, silence(1.0)])
+    heard = feed(hearing_with(-20.0), said)
+    assert len([h for h in heard if isinstance(h, SpeechStart)]) >= 1
+    (ended,) = [h for h in heard if isinstance(h, Ended)]
+    assert ended.end == pytest.approx(0.3 + 0.4 + 0.25 + 0.8, abs=0.1)  # the words after the pause are in it
+
+
+@pytest.mark.parametrize(
+    ("pause_s", "between"),
+    [(1.3, None), (0.25, -40.0)],  # too long after the person; another voice in the gap
+)
+def test_quieter_speech_is_no_continuation_late_or_after_another_voice(pause_s, between):
+    gap = silence(pause_s) if between is None else talk(pause_s, between, seed=4)
+    said = np.concatenate([silence(0.3), talk(0.4, -20.0), gap, talk(0.8, -29.0, seed=3), silence(1.0)])
+    (ended,) = [h for h in feed(hearing_with(-20.0), said) if isinstance(h, Ended)]
+    assert ended.end < 0.3 + 0.4 + pause_s + 0.2  # not the quieter words after the gap (to 0.8 s later)
+
+
 def test_the_person_over_a_tv_is_heard_and_their_turn_ends_while_the_tv_goes_on():
     tv = talk(6.0, -35.0, seed=1)
     person = np.concatenate([silence(1.0), talk(1.5, -20.0), silence(3.5)])
