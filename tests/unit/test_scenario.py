@@ -251,7 +251,7 @@ def test_a_wrong_file_is_one_line_naming_where(tmp_path):
     path = tmp_path / "bad.yaml"
     cases = [
         ({"turns": []}, "turns: a list of the person's turns is needed"),
-        ({"turns": [{"say": "hi", "audio": "x.wav"}]}, "turns[0]: one of say (text), audio (a file) or sound"),
+        ({"turns": [{"say": "hi", "audio": "x.wav"}]}, "turns[0]: one of say (text), audio (a file), sound"),
         ({"turns": [{"audio": "missing.wav"}]}, "turns[0].audio: missing.wav: no such file"),
         (
             {"turns": [{"say": "hi", "expect": {"answred_within_ms": 3}}]},

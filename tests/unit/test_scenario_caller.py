@@ -1,6 +1,7 @@
 """A scenario's caller (voice/scenario/caller.py): the line it says to each reply, and when; read
-from a scenario file; fed after the scenario's own turns. Pure logic, no engine: the caller's
-conversations on the real engines are scenarios/restaurant_caller.yaml and ``voice.bench flows``."""
+from a scenario file; fed after the scenario's own turns. And a keypad turn's keys, pressed at
+their times. Pure logic, no engine: on the real engines these are scenarios/restaurant_caller.yaml,
+scenarios/support_keyed.yaml and ``voice.bench flows``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from core.audio import ASR_RATE, BLOCK_S
 from core.events import PlaybackStart, TtsChunk, TurnEnd
 from voice.scenario.caller import CallerFeed, CallerTurns, holds, questions
 from voice.scenario.feed import Feed
-from voice.scenario.person import TurnAudio
+from voice.scenario.person import KEY_GAP_S, TurnAudio, render
 from voice.scenario.spec import Answer, Caller, Cue, ScenarioError, scenario_from
 
 BOOKING = Caller(
@@ -147,3 +148,20 @@ def test_a_caller_is_read_from_a_scenario_file():
     )
     with pytest.raises(ScenarioError, match=r"x.yaml: caller.answers\[0\]: when .* and say .* are needed"):
         scenario_from({"turns": [{"say": "Hi."}], "caller": {"answers": [{"say": "Yes."}]}}, Path("x.yaml"))
+
+
+def test_a_keypad_turn_presses_its_keys_at_their_times_in_silence():
+    scenario = scenario_from({"turns": [{"say": "Hi."}, {"keys": "45#", "at": 3}]}, Path("x.yaml"))
+    assert scenario.turns[1].keys == "45#" and scenario.turns[1].label == "keys 45#"
+    keyed = render(scenario.turns[1], scenario.person, lambda: None, 22050, lambda a, lang: [])  # type: ignore[arg-type,return-value]
+    assert keyed.keys == ((0.0, "4"), (KEY_GAP_S, "5"), (2 * KEY_GAP_S, "#")) and not keyed.audio.any()
+    pressed: list[tuple[float, str]] = []
+    clock = {"now": 0.0}
+    feed = Feed([(keyed, Cue("at", 3.0))], idle=lambda: True, press=lambda k: pressed.append((clock["now"], k)))
+    for i in range(round(6.0 / BLOCK_S)):
+        clock["now"] = i * BLOCK_S
+        feed.source(i)
+    assert [k for _, k in pressed] == ["4", "5", "#"]
+    assert [round(t, 2) for t, _ in pressed] == [3.0, 3.0 + KEY_GAP_S, 3.0 + 2 * KEY_GAP_S]
+    with pytest.raises(ScenarioError, match=r"turns\[0\].keys: keys of a phone's keypad are needed"):
+        scenario_from({"turns": [{"keys": "12x"}]}, Path("x.yaml"))

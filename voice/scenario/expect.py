@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.events import AsrFinal, BargeIn, Event, PlaybackStart, ResponseStart, SpeechStart, ToolCallStart, Truncate
+from core.keypad import KeypadConfig
 from core.tool_rounds import is_hook_call
 from core.words import letters, unspaced, words
 from voice.scenario.feed import Placed
@@ -21,6 +22,7 @@ from voice.scenario.flow_checks import flow_checks
 from voice.scenario.spec import Expectation, Scenario, ToolExpectation
 
 ONSET_SLACK_S = 0.1  # the VAD's onset may come a little before the sound's first loud frame
+KEYED_AFTER_S = KeypadConfig().pause_s + 0.1  # keys with no "#" are a turn once the keypad's pause is over
 IGNORED_AFTER_S = 2.0  # a sound that was ignored: no barge-in this long after it either
 
 
@@ -66,7 +68,11 @@ class Observed:
         return [e for e in self.events if isinstance(e, kind)]
 
     def utterances(self, p: Placed) -> set[int]:
-        return {e.utterance for e in self.of(SpeechStart) if p.start - ONSET_SLACK_S <= e.onset < p.end}
+        """The utterances turn ``p`` made: speech that began in it, and keys pressed in it (a turn
+        of keys heard at ``#`` or once the keypad's pause is over: numbered below 0, as typed)."""
+        spoken = {e.utterance for e in self.of(SpeechStart) if p.start - ONSET_SLACK_S <= e.onset < p.end}
+        keyed = {e.utterance for e in self.of(AsrFinal) if e.utterance < 0 and p.start <= e.t <= p.end + KEYED_AFTER_S}
+        return spoken | keyed
 
     def replies(self, utterances: set[int]) -> list[int]:
         return [e.response for e in self.of(ResponseStart) if e.utterance in utterances]

@@ -69,10 +69,14 @@ class Feed:
         max_wait_s: float = 30.0,
         room: np.ndarray | None = None,
         more: MoreTurns | None = None,
+        press: Callable[[str], None] | None = None,
     ) -> None:
-        """``room``: a sound under everything, looped from the start (None: a quiet room)."""
+        """``room``: a sound under everything, looped from the start (None: a quiet room);
+        ``press``: a key of the phone's keypad pressed (a keypad turn's keys, at their times)."""
         self.turns = list(turns)
         self.more = more
+        self.press = press
+        self._keys: list[tuple[float, str]] = []  # keys still to press, at their times
         self.room = room if room is not None and len(room) else None
         self.idle = idle
         self.listen_s = listen_s
@@ -95,6 +99,17 @@ class Feed:
 
     def _person(self, i: int) -> np.ndarray | None:
         now = i * BLOCK_S
+        block = self._block(now)
+        self._press_keys(now)  # after a turn that starts now, so its first key is pressed now too
+        return block
+
+    def _press_keys(self, now: float) -> None:
+        while self._keys and self._keys[0][0] <= now + 1e-9:
+            _, key = self._keys.pop(0)
+            if self.press is not None:
+                self.press(key)
+
+    def _block(self, now: float) -> np.ndarray | None:
         if self._playing is None:
             nxt = len(self.placed)
             if nxt == len(self.turns) and self.more is not None and not self.more.done:
@@ -146,6 +161,7 @@ class Feed:
             Placed(index, now, now + turn.speech_start, now + turn.speech_end, now + turn.duration, waited_out)
         )
         self._playing = (turn.audio, 0)
+        self._keys += [(now + at, key) for at, key in turn.keys]
         self._quiet_from = None
 
     def _over(self, now: float) -> bool:

@@ -27,6 +27,7 @@ WordTimes = Callable[[np.ndarray, str], list[tuple[str, float]]]
 
 FRAME = ASR_RATE // 100  # 10 ms, for where speech starts and ends
 SPEECH_FLOOR_DB = 40.0  # a frame within this of the loudest is sound, not silence
+KEY_GAP_S = 0.4  # a person pressing keys one after another
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class TurnAudio:
     audio: np.ndarray
     speech_start: float
     speech_end: float
+    keys: tuple[tuple[float, str], ...] = ()  # keys pressed, each (seconds into the turn, key): silence meanwhile
 
     @property
     def duration(self) -> float:
@@ -45,7 +47,12 @@ class TurnAudio:
 def render(
     turn: Turn, person: Person, voice: Callable[[], Voice], output_rate: int, word_times: WordTimes
 ) -> TurnAudio:
-    """``turn``'s audio: said by ``voice()`` (the person's, made on first use) or loaded, paused, mixed."""
+    """``turn``'s audio: said by ``voice()`` (the person's, made on first use) or loaded, paused, mixed;
+    a keypad turn is silence while its keys are pressed, KEY_GAP_S apart."""
+    if turn.keys is not None:
+        duration = len(turn.keys) * KEY_GAP_S
+        silence = np.zeros(round(duration * ASR_RATE), np.float32)
+        return TurnAudio(silence, 0.0, duration, tuple((i * KEY_GAP_S, k) for i, k in enumerate(turn.keys)))
     if turn.text is not None:
         audio, ends = _said(turn.text, voice(), output_rate)
         audio = at_peak(audio, person.db if turn.db is None else turn.db)

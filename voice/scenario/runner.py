@@ -194,7 +194,8 @@ async def run_scenario(
 
     more = None if caller is None else CallerFeed(caller, lines, ended)
     feed = Feed(list(zip(turns, cues, strict=True)), idle=lambda: session is not None and session.idle,
-                listen_s=scenario.listen_s, room=room, more=more)  # fmt: skip
+                listen_s=scenario.listen_s, room=room, more=more,
+                press=lambda key: session.key_pressed(key) if session is not None else None)  # fmt: skip
     clock = MonotonicClock() if real_time else VirtualClock()
     listeners = [events.append, feed.on_event] + ([caller.on_event] if caller is not None else [])
     session = Session(engines, clock, session_cfg, fan_out(*listeners), lockstep=not real_time, tools=setup.tools)

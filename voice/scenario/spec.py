@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import yaml
 
+from core.keypad import KEYS as KEYPAD_KEYS
+
 SOUNDS_DIR = Path(__file__).parent / "sounds"
 
 CueKind = Literal["at", "after_reply_start", "after_reply_end"]
@@ -91,7 +93,8 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Turn:
-    """One thing the person does: say ``text``, play the recording ``audio``, or make ``sound``."""
+    """One thing the person does: say ``text``, play the recording ``audio``, make ``sound``, or
+    press ``keys`` on a phone's keypad."""
 
     text: str | None = None
     audio: Path | None = None
@@ -100,11 +103,14 @@ class Turn:
     mix: tuple[Mix, ...] = ()
     db: float | None = None  # the turn's peak level (dBFS); None: a recording as it is, text at the person's
     expect: Expectation = field(default_factory=Expectation)
+    keys: str | None = None  # DTMF keys, pressed one after another ("4512#")
 
     @property
     def label(self) -> str:
         if self.text is not None:
             return f'"{self.text}"'
+        if self.keys is not None:
+            return f"keys {self.keys}"
         assert self.audio is not None
         return self.audio.name
 
@@ -233,7 +239,19 @@ def _tool(path: Path, value: str) -> str:
     return value if value == "builtin" or Path(value).is_absolute() else str(path.parent / value)
 
 
-TURN_KEYS = {"say", "audio", "sound", "at", "after_reply_start", "after_reply_end", "pause", "noise", "mix", "db"}
+TURN_KEYS = {
+    "say",
+    "audio",
+    "sound",
+    "keys",
+    "at",
+    "after_reply_start",
+    "after_reply_end",
+    "pause",
+    "noise",
+    "mix",
+    "db",
+}
 EXPECT_KEYS = {
     "answered_within_ms",
     "reply",
@@ -291,11 +309,17 @@ class _Reader:
 
     def turn(self, value: Any, where: str) -> Turn:
         t = self.mapping(value, where, TURN_KEYS | {"expect"})
-        given = [k for k in ("say", "audio", "sound") if k in t]
+        given = [k for k in ("say", "audio", "sound", "keys") if k in t]
         if len(given) != 1:
-            raise self.fail(where, "one of say (text), audio (a file) or sound (a bundled sound or file) is needed")
-        text = audio = None
-        if "say" in t:
+            raise self.fail(
+                where, "one of say (text), audio (a file), sound (a bundled sound or file) or keys (DTMF) is needed"
+            )
+        text = audio = keys = None
+        if "keys" in t:
+            keys = str(t["keys"])
+            if not keys or set(keys) - KEYPAD_KEYS:
+                raise self.fail(f"{where}.keys", f"keys of a phone's keypad are needed (0-9 * # A-D), not {keys!r}")
+        elif "say" in t:
             if not isinstance(t["say"], str) or not t["say"].strip():
                 raise self.fail(f"{where}.say", "the text to say is needed")
             text = t["say"].strip()
@@ -322,7 +346,9 @@ class _Reader:
         mixes += [self.mix(m, f"{where}.mix[{i}]") for i, m in enumerate(t.get("mix") or [])]
         db = self.number(t["db"], f"{where}.db") if "db" in t else None
         expect = self.expectation(t.get("expect", {}), f"{where}.expect")
-        return Turn(text, audio, cue, pause, tuple(mixes), db, expect)
+        if keys is not None and (pause or mixes or db is not None):
+            raise self.fail(where, "keys are pressed as they are: no pause, noise, mix or db")
+        return Turn(text, audio, cue, pause, tuple(mixes), db, expect, keys)
 
     def caller(self, value: Any, where: str) -> Caller:
         c = self.mapping(value, where, {"answers", "otherwise", "max_turns"})
