@@ -9,16 +9,16 @@ then discounts the VAD's speech where the voiced sound of the last ``window_s`` 
 ``below_person_db`` under it. So far speech alone starts no turn and no barge-in, and while the
 person speaks over it the pauses between their words are silence to the endpointer, not speech.
 Their own quieter words still count up to that margin, and further when they go on after a short
-pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``). Before the first turn the voiced sound
-heard so far stands in for the person's level: a running mean of the windows that counted
-(``bootstrap_s``), forgotten at ``forget_db_per_s`` in silence (a loud sound the VAD took for
-speech must not leave the session deaf). A running mean, not the loudest: against the loudest
-window a question's trailing last word fell under the margin and the turn was cut before it.
-The person close to the microphone soon dominates it, so a TV that was on before they spoke is
-discounted once they have; what it said before their first words is heard as theirs. A room that
-talks without stopping (babble, music: :mod:`core.room`) is found by its floor instead, before
-any turn and after: voiced sound that does not stand out of it is not the person's either, and
-what was heard as theirs before it was found (the room itself) is forgotten.
+pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``).
+Before the first turn the voiced sound heard so far stands in for the person's level: a running
+mean of the windows that counted (``bootstrap_s``), forgotten at ``forget_db_per_s`` in silence (a
+loud sound the VAD took for speech must not leave the session deaf). A running mean, not the
+loudest: against the loudest window a question's trailing last word fell under the margin and the
+turn was cut before it. The person close to the microphone soon dominates it, so a TV that was on
+before they spoke is discounted once they have; what it said before their first words is heard as
+theirs. A room that talks without stopping (babble, music: :mod:`core.room`) is found by its floor
+instead, before any turn and after: voiced sound that does not stand out of it is not the person's
+either, and what was heard as theirs before it was found (the room itself) is forgotten.
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ class NearSpeechConfig:
     window_s: float = 0.5  # the stretch of voiced frames whose mean level is compared
     forget_db_per_s: float = 1.0  # before the first turn: how fast what was heard is forgotten
     bootstrap_s: float = 0.5  # before the first turn: the running mean's time constant, over voiced frames
-    # The person going on after a short pause, quieter: a run of voice that begins after a silent gap,
-    # within continuation_s of their last words at their level, the last voice before it theirs,
-    # counts up to continuation_db further under their level. Piper's "No, for two people." says "for two people" 8.5 dB under the turns before it,
-    # and the whole of it was discarded as far speech (the flows benchmark's booking for two).
+    # The person going on after a short pause, quieter: a run of voice that begins after a silent
+    # gap, within continuation_s of their last words at their level, the last voice before it
+    # theirs, counts up to continuation_db further under their level. Piper's "No, for two
+    # people." says "for two people" 8.5 dB under the turns before it, and the whole of it was
+    # discarded as far speech (the flows benchmark's booking for two).
     continuation_s: float = 1.0
     continuation_db: float = 4.0
 

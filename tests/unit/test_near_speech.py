@@ -89,7 +89,7 @@ def test_the_person_s_own_quieter_speech_still_counts(below_db):
 
 
 def test_the_person_going_on_quieter_after_their_own_pause_is_heard():
-    """"No, | for two people.": the words after the comma 9 dB under the person's level."""
+    """ "No, | for two people.": the words after the comma 9 dB under the person's level."""
     going_on = [talk(0.4, -29.0, seed=3), silence(0.05), talk(0.35, -29.0, seed=5)]  # a stop consonant's dip in it
     said = np.concatenate([silence(0.3), talk(0.4, -20.0), silence(0.25), *going_on, silence(1.0)])
     heard = feed(hearing_with(-20.0), said)
