@@ -20,7 +20,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ import yaml
 
 from core.events import Collected, PlaybackStart, ResponseStart, SpeechEnd, StepEntered, ToolCallStart
 from voice.bench.common import nearest_rank
+from voice.scenario.caller import holds
 from voice.scenario.runner import LoadedEngines, ScenarioResult, run_scenario
-from voice.scenario.spec import Cue, Person, Scenario, Turn
+from voice.scenario.spec import Answer, Caller, Cue, Person, Scenario, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "agents" / "restaurant.yaml"
@@ -37,175 +38,243 @@ AGENT = ROOT / "agents" / "restaurant.yaml"
 
 @dataclass(frozen=True)
 class Variant:
-    """A caller: what they say, turn by turn (``None`` before a text: said over the read-back), and
-    the booking they want (each value as it must be found in the state, case ignored)."""
+    """A caller who wants a table: how they open, how they answer each of the line's questions
+    (the name, the party, the day, the time; the name asked again is said in a sentence), how they say yes to the
+    read-back, and the booking they want (each value as the state must hold it, case ignored).
+    A read-back that lacks one of the wanted values is corrected (``fix``: what they say then);
+    ``over``: said 1 s into the first read-back, over it."""
 
     name: str
-    turns: tuple[str, ...]
+    opening: tuple[str, ...]
+    answers: tuple[str, str, str, str]  # to the name, the party, the day, the time
+    yes: str
     booking: dict[str, str]
-    interrupt_readback: bool = False  # the last-but-one turn is said 1 s into the read-back
+    fix: dict[str, str] = field(default_factory=dict)
+    over: str | None = None
+
+    @property
+    def wanted(self) -> dict[str, str]:
+        """What the state must hold at the end (case ignored)."""
+        return {k: self.booking[k] for k in WANTED}
+
+    def caller(self) -> Caller:
+        """The caller who answers what the line asks, by the words of its questions."""
+        name, party, date, time = self.answers
+        again = f"The name is {self.booking['Name']}."  # asked again, said in a sentence
+        answers = [Answer(NAME_Q, (name, again)), Answer(PARTY_Q, (party,)), Answer(DAY_Q, (date,))]
+        answers.append(Answer(TIME_Q, (time,)))
+        answers.append(Answer(GREETING_Q, self.opening[-1:]))
+        # After the questions: the line's "Under what name shall I book it?" asks the name.
+        wanted = {k: self.fix.get(k) or FIXES[k].format(**self.booking) for k in WANTED}
+        unless = tuple((HEARD[k].format(**self.booking), line) for k, line in wanted.items())
+        answers.append(Answer(CONFIRM_Q, (self.yes,), unless))
+        if self.over is not None:
+            answers.append(Answer(READBACK_Q, (self.over,), over_s=1.0))
+        return Caller(tuple(answers), max_turns=MAX_TURNS)
 
 
-ROSSI = {"name": "rossi", "party_size": "4", "date": "friday"}
+# What the line's questions (the flow's own, or the model's words for them) hold.
+NAME_Q = ("what name", "which name", "your name")
+PARTY_Q = ("how many",)
+DAY_Q = ("which day", "what day", "which date", "what date")
+TIME_Q = ("what time", "which time")
+CONFIRM_Q = ("shall i book", "should i book")
+READBACK_Q = ("a table for",)
+GREETING_Q = ("how can i help",)
+# What a read-back must hold for the caller to say yes, and what they say when it does not.
+NUMBER_WORDS = {"2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "8": "eight", "12": "twelve"}
+HEARD = {"name": "{name}", "party_size": "{party_size}|{party_words}", "date": "{date}", "time": "{time}"}
+FIXES = {
+    "name": "No, the name is {Name}.",
+    "party_size": "No, for {party_words} people.",
+    "date": "No, {Date}.",
+    "time": "No, {time_said}.",
+}
+MAX_TURNS = 12  # a caller gives up after this many turns
+WANTED = ("name", "party_size", "date", "time")  # what the booking must hold
+
+
+def booking(name: str, party_size: int, date: str, time: tuple[str, str]) -> dict[str, str]:
+    """The booking a caller wants, with the words a read-back may say it in. ``time``: the ways
+    the time may be written (``|`` between them), and how the caller says it in a correction."""
+    size = str(party_size)
+    return {
+        "name": name.lower(),
+        "Name": name,
+        "party_size": size,
+        "party_words": NUMBER_WORDS[size],
+        "date": date.lower(),
+        "Date": date,
+        "time": time[0],
+        "time_said": time[1],
+    }
+
+
+EIGHT = ("8|eight", "at eight")
+SEVEN = ("7|seven", "at seven")
+HALF_PAST_EIGHT = ("half past eight|half past 8|8:30|8 30", "at half past eight")
+
+
+ROSSI = booking("Rossi", 4, "Friday", EIGHT)
 VARIANTS = (
-    Variant("plain", ("I'd like to book a table, please.", "Rossi.", "Four.", "Friday.", "At eight.", "Yes."), ROSSI),
+    Variant(
+        "plain",
+        ("I'd like to book a table, please.",),
+        ("Rossi.", "Four.", "Friday.", "At eight."),
+        "Yes.",
+        ROSSI,
+    ),
     Variant(
         "sentences",
-        (
-            "Hi, can I book a table?",
-            "The name is Rossi.",
-            "For four people.",
-            "This Friday.",
-            "Eight in the evening.",
-            "Yes please.",
-        ),
+        ("Hi, can I book a table?",),
+        ("The name is Rossi.", "For four people.", "This Friday.", "Eight in the evening."),
+        "Yes please.",
         ROSSI,
     ),
     Variant(
         "reservation",
-        ("I want to make a reservation.", "It's Chen.", "Two of us.", "Tomorrow.", "Seven o'clock.", "Sounds good."),
-        {"name": "chen", "party_size": "2", "date": "tomorrow"},
+        ("I want to make a reservation.",),
+        ("It's Chen.", "Two of us.", "Tomorrow.", "Seven o'clock."),
+        "Sounds good.",
+        booking("Chen", 2, "Tomorrow", SEVEN),
     ),
     Variant(
         "digits",
-        ("Table for 6 please.", "Garcia.", "6.", "Saturday.", "At 9.", "Yes."),
-        {"name": "garcia", "party_size": "6", "date": "saturday"},
+        ("Table for 6 please.",),
+        ("Garcia.", "6.", "Saturday.", "At 9."),
+        "Yes.",
+        booking("Garcia", 6, "Saturday", ("9|nine", "at nine")),
     ),
     Variant(
         "correction",
-        ("I'd like to book a table.", "Rossi.", "Four.", "Friday.", "At eight.", "No, make it five people.", "Yes."),
-        {"name": "rossi", "party_size": "5", "date": "friday"},
+        ("I'd like to book a table.",),
+        ("Rossi.", "Four.", "Friday.", "At eight."),
+        "Yes.",
+        booking("Rossi", 5, "Friday", EIGHT),
+        fix={"party_size": "No, make it five people."},
     ),
     Variant(
         "interrupted read-back",
-        ("Book a table, please.", "Rossi.", "Four.", "Friday.", "At eight.", "Actually, make it three people.", "Yes."),
-        {"name": "rossi", "party_size": "3", "date": "friday"},
-        interrupt_readback=True,
+        ("Book a table, please.",),
+        ("Rossi.", "Four.", "Friday.", "At eight."),
+        "Yes.",
+        booking("Rossi", 3, "Friday", EIGHT),
+        over="Actually, make it three people.",
     ),
     Variant(
         "names",
-        ("Could I reserve a table?", "Under Patel.", "Three.", "Next Monday.", "Half past seven.", "Perfect."),
-        {"name": "patel", "party_size": "3", "date": "monday"},
+        ("Could I reserve a table?",),
+        ("Under Patel.", "Three.", "Next Monday.", "Half past seven."),
+        "Perfect.",
+        booking("Patel", 3, "Monday", ("half past seven|half past 7|7:30|7 30", "at half past seven")),
     ),
     Variant(
         "short",
-        ("Table please.", "Kim.", "Two.", "Today.", "Six.", "Go ahead."),
-        {"name": "kim", "party_size": "2", "date": "today"},
+        ("Table please.",),
+        ("Kim.", "Two.", "Today.", "Six."),
+        "Go ahead.",
+        booking("Kim", 2, "Today", ("6|six", "at six")),
     ),
     Variant(
         "polite",
-        (
-            "Good evening, I'd like to reserve a table for dinner.",
-            "My name is Johnson.",
-            "There will be four of us.",
-            "On Saturday.",
-            "At seven thirty.",
-            "Yes, that's right.",
-        ),
-        {"name": "johnson", "party_size": "4", "date": "saturday"},
+        ("Good evening, I'd like to reserve a table for dinner.",),
+        ("My name is Johnson.", "There will be four of us.", "On Saturday.", "At seven thirty."),
+        "Yes, that's right.",
+        booking("Johnson", 4, "Saturday", ("seven thirty|7:30|7 30|730|half past seven", "at seven thirty")),
     ),
     Variant(
         "all at once",
-        ("Hi, a table for two this Friday at eight, please. The name is Rossi.", "Yes, please."),
-        {"name": "rossi", "party_size": "2", "date": "friday"},
+        ("Hi, a table for two this Friday at eight, please. The name is Rossi.",),
+        ("Rossi.", "Two.", "Friday.", "At eight."),
+        "Yes, please.",
+        booking("Rossi", 2, "Friday", EIGHT),
     ),
     Variant(
         "name first",
-        (
-            "Hello, this is Maria Lopez, I'd like to book a table.",
-            "Three people.",
-            "Tomorrow.",
-            "At half past eight.",
-            "Yes.",
-        ),
-        {"name": "lopez", "party_size": "3", "date": "tomorrow"},
+        ("Hello, this is Maria Lopez, I'd like to book a table.",),
+        ("Maria Lopez.", "Three people.", "Tomorrow.", "At half past eight."),
+        "Yes.",
+        booking("Lopez", 3, "Tomorrow", HALF_PAST_EIGHT),
     ),
     Variant(
         "tonight",
-        ("Can I book a table for tonight?", "Brown.", "We are a party of eight.", "Half past eight.", "Yes, book it."),
-        {"name": "brown", "party_size": "8", "date": "tonight"},
+        ("Can I book a table for tonight?",),
+        ("Brown.", "We are a party of eight.", "Tonight.", "Half past eight."),
+        "Yes, book it.",
+        booking("Brown", 8, "Tonight", HALF_PAST_EIGHT),
     ),
     Variant(
         "day corrected",
-        (
-            "I'd like to book a table.",
-            "The name is Smith.",
-            "Two people.",
-            "Thursday.",
-            "At seven.",
-            "Sorry, make it Friday.",
-            "Yes.",
-        ),
-        {"name": "smith", "party_size": "2", "date": "friday"},
+        ("I'd like to book a table.",),
+        ("The name is Smith.", "Two people.", "Thursday.", "At seven."),
+        "Yes.",
+        booking("Smith", 2, "Friday", SEVEN),
+        fix={"date": "Sorry, make it Friday."},
     ),
     Variant(
         "fillers",
-        (
-            "Um, hi, yes, I wanted to book a table.",
-            "Uh, it's Wilson.",
-            "Um, four.",
-            "Friday, please.",
-            "Around eight.",
-            "Yes, thanks.",
-        ),
-        {"name": "wilson", "party_size": "4", "date": "friday"},
+        ("Um, hi, yes, I wanted to book a table.",),
+        ("Uh, it's Wilson.", "Um, four.", "Friday, please.", "Around eight."),
+        "Yes, thanks.",
+        booking("Wilson", 4, "Friday", EIGHT),
     ),
     Variant(
         "party in digits",
-        ("Table for 2, please.", "Taylor.", "Sunday.", "At 1 pm.", "Yes."),
-        {"name": "taylor", "party_size": "2", "date": "sunday"},
+        ("Table for 2, please.",),
+        ("Taylor.", "2.", "Sunday.", "At 1 pm."),
+        "Yes.",
+        booking("Taylor", 2, "Sunday", ("1|one", "at one pm")),
     ),
     Variant(
         "wait four",
-        ("I'd like a table, please.", "Anderson.", "Five.", "Saturday.", "At eight.", "Wait, four people.", "Yes."),
-        {"name": "anderson", "party_size": "4", "date": "saturday"},
-        interrupt_readback=True,
+        ("I'd like a table, please.",),
+        ("Anderson.", "Five.", "Saturday.", "At eight."),
+        "Yes.",
+        booking("Anderson", 4, "Saturday", EIGHT),
+        over="Wait, four people.",
     ),
     Variant(
         "group",
-        ("Do you take bookings for a group?", "Martin.", "Twelve people.", "Next Friday.", "At seven.", "Great."),
-        {"name": "martin", "party_size": "12", "date": "friday"},
+        ("Do you take bookings for a group?",),
+        ("Martin.", "Twelve people.", "Next Friday.", "At seven."),
+        "Great.",
+        booking("Martin", 12, "Friday", SEVEN),
     ),
     Variant(
         "sure",
-        ("I need a table.", "Davis.", "Three.", "Wednesday.", "At six.", "Sure, go ahead."),
-        {"name": "davis", "party_size": "3", "date": "wednesday"},
+        ("I need a table.",),
+        ("Davis.", "Three.", "Wednesday.", "At six."),
+        "Sure, go ahead.",
+        booking("Davis", 3, "Wednesday", ("6|six", "at six")),
     ),
     Variant(
         "quarter to",
-        ("Could I book a table for Thursday?", "Clark.", "Two.", "At a quarter to nine.", "That's perfect."),
-        {"name": "clark", "party_size": "2", "date": "thursday"},
+        ("Could I book a table for Thursday?",),
+        ("Clark.", "Two.", "Thursday.", "At a quarter to nine."),
+        "That's perfect.",
+        booking("Clark", 2, "Thursday", ("quarter to nine|quarter to 9|8:45|8 45", "at a quarter to nine")),
     ),
     Variant(
         "tomorrow night",
-        (
-            "Hi there, I'd like to make a booking for tomorrow night.",
-            "The name's Evans.",
-            "Six of us.",
-            "Eight o'clock.",
-            "Yes, please do.",
-        ),
-        {"name": "evans", "party_size": "6", "date": "tomorrow"},
+        ("Hi there, I'd like to make a booking for tomorrow night.",),
+        ("The name's Evans.", "Six of us.", "Tomorrow.", "Eight o'clock."),
+        "Yes, please do.",
+        booking("Evans", 6, "Tomorrow", EIGHT),
     ),
 )
 
 
 def scenario_of(v: Variant, agent: Path = AGENT) -> Scenario:
-    turns = []
-    for i, text in enumerate(v.turns):
-        cue = None
-        if i == 0:
-            cue = Cue("after_reply_end", 0.3)  # after the greeting
-        elif v.interrupt_readback and i == len(v.turns) - 2:
-            cue = Cue("after_reply_start", 1.0)  # over the read-back
-        turns.append(Turn(text=text, cue=cue))
+    first = Cue("after_reply_end", 0.3)  # after the greeting
+    turns = tuple(Turn(text=text, cue=first if i == 0 else None) for i, text in enumerate(v.opening))
     return Scenario(
         name=v.name,
         path=ROOT / "voice" / "bench" / f"{v.name}.flows",
         agent={"agent": str(agent)},
         call=False,
         person=Person(),
-        turns=tuple(turns),
+        turns=turns,
+        caller=v.caller(),
     )
 
 
@@ -218,7 +287,7 @@ def figures(v: Variant, result: ScenarioResult) -> dict[str, Any]:
         if isinstance(e, Collected):
             state.update(e.values)
     booked = [e for e in events if isinstance(e, ToolCallStart) and e.name == "book_table"]
-    right = all(want in str(state.get(k, "")).lower() for k, want in v.booking.items())
+    right = all(holds(str(state.get(k, "")), want) for k, want in v.wanted.items())
     ends = {e.utterance: e.t for e in events if isinstance(e, SpeechEnd)}
     first = {}
     for e in events:
@@ -235,9 +304,10 @@ def figures(v: Variant, result: ScenarioResult) -> dict[str, Any]:
         "booked_right": bool(booked) and right and result.observed.ended,
         "booked": bool(booked),
         "state": state,
-        "wanted": v.booking,
+        "wanted": v.wanted,
         "ended": result.observed.ended,
-        "turns": len(v.turns),
+        "turns": len(result.observed.placed),
+        "said": result.observed.said,
         "replies": replies,
         "transcript": [(t["role"], t["text"]) for t in result.observed.transcript if t["role"] != "tool"],
     }
