@@ -41,25 +41,29 @@ def test_a_question_is_answered_once_the_assistant_has_been_quiet_a_moment():
     assert caller.next_line(3.5, 0.6) is None  # nothing new heard since
 
 
+def said_to(caller: CallerTurns, *replies: str) -> list[str]:
+    """The caller's line to each reply in turn, each heard whole and followed by a second of quiet."""
+    out = []
+    for i, text in enumerate(replies):
+        replied(caller, i + 1, text, t=3.0 * i)
+        line = caller.next_line(3.0 * i + 2.5, 1.0)
+        out.append(line[0] if line else "")
+    return out
+
+
 def test_the_question_is_what_is_answered_and_asked_again_the_next_line():
-    caller = CallerTurns(BOOKING)
-    # "shall I book" is in the statement; the question asks the name
-    replied(caller, 1, "I shall book it once I know. What name is it under?")
-    assert caller.next_line(3, 1)[0] == "Rossi."
-    replied(caller, 2, "Sorry, what name was that?", t=4)
-    assert caller.next_line(6, 1)[0] == "The name is Rossi."
-    replied(caller, 3, "What name again?", t=7)
-    assert caller.next_line(9, 1)[0] == "The name is Rossi."  # the last line repeats
+    # "shall I book" is in the statement; the question asks the name. Asked again: the next line, the last repeats
+    asked = ("I shall book it once I know. What name is it under?", "Sorry, what name was that?", "What name again?")
+    assert said_to(CallerTurns(BOOKING), *asked) == ["Rossi.", "The name is Rossi.", "The name is Rossi."]
 
 
 def test_a_read_back_missing_a_wanted_value_is_corrected_before_yes():
-    caller = CallerTurns(BOOKING)
-    replied(caller, 1, "A table for 4 under Brassy, Friday at 8. Shall I book it?")
-    assert caller.next_line(3, 1)[0] == "No, the name is Rossi."
-    replied(caller, 2, "A table for 4 under Rossi, Friday at 8. Shall I book it?", t=4)
-    assert caller.next_line(6, 1)[0] == "Yes."
-    replied(caller, 3, "A table for four under Rossi. Shall I book it?", t=7)
-    assert caller.next_line(9, 1)[0] == "Yes."  # four in words holds too
+    read_backs = (
+        "A table for 4 under Brassy, Friday at 8. Shall I book it?",
+        "A table for 4 under Rossi, Friday at 8. Shall I book it?",
+        "A table for four under Rossi. Shall I book it?",  # four in words holds too
+    )
+    assert said_to(CallerTurns(BOOKING), *read_backs) == ["No, the name is Rossi.", "Yes.", "Yes."]
 
 
 def test_an_interruption_is_said_over_the_first_reply_that_matches_once():
