@@ -46,7 +46,7 @@ class CallerTurns:
     _since: set[int] = field(default_factory=set)  # replies since the caller last spoke
     _playing: list[tuple[int, float]] = field(default_factory=list)  # replies started since then, and when
     _asked: dict[int, int] = field(default_factory=dict)  # times each answer was given
-    _over_done: set[int] = field(default_factory=set)
+    _over_done: set[int] = field(default_factory=set)  # the interruptions (over_s answers) already said
     _done: bool = False
 
     def on_event(self, event: Event) -> None:
