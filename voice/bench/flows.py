@@ -1,15 +1,17 @@
-"""Agents as flows (issue 46): the restaurant's booking line on spoken variants, and what a step's
+"""Agents as flows (issue 46): the restaurant's booking line on spoken callers, and what a step's
 transition costs the reply (``python -m voice.bench flows``).
 
 Each of the 20 variants is a caller who books a table at Luigi's (``agents/restaurant.yaml``),
 said by a voice that is not the assistant's, on the real engines and virtual time: other
 phrasings, fillers, a correction at the read-back, everything said at once, numbers in digits and
-in words, interruptions of the read-back. It counts the variants that end with the right booking (the
-booking tool called with the caller's details, and the call ended) and the turns it took. A
-reply's voice-to-voice (the end of the speech to its first sample, virtual time) is grouped by
-whether the reply entered a step, so the transition's cost is read beside the turns without one.
+in words, interruptions of the read-back. A caller answers what the line asks (a scenario
+``caller:``, voice/scenario/caller.py) and corrects a read-back that lacks what they want, as a
+person would. It counts the callers that end with the right booking (the booking tool called, the
+call ended, the name, party, day and time in the state) and the turns it took. A reply's
+voice-to-voice (the end of the speech to its first sample, virtual time) is grouped by whether the
+reply entered a step, so the transition's cost is read beside the turns without one.
 ``--context``: every step's context set to one choice (all, none, summary, a number of turns), to
-read what a transition costs with each.
+read what a transition costs with each; ``--llm-model``: the line on another bundled model.
 """
 
 from __future__ import annotations
@@ -264,13 +266,14 @@ VARIANTS = (
 )
 
 
-def scenario_of(v: Variant, agent: Path = AGENT) -> Scenario:
+def scenario_of(v: Variant, agent: Path = AGENT, llm_model: str | None = None) -> Scenario:
+    """Caller ``v`` on the line ``agent`` (``llm_model``: the model it runs on; None: the default)."""
     first = Cue("after_reply_end", 0.3)  # after the greeting
     turns = tuple(Turn(text=text, cue=first if i == 0 else None) for i, text in enumerate(v.opening))
     return Scenario(
         name=v.name,
         path=ROOT / "voice" / "bench" / f"{v.name}.flows",
-        agent={"agent": str(agent)},
+        agent={"agent": str(agent), **({"llm_model": llm_model} if llm_model else {})},
         call=False,
         person=Person(),
         turns=turns,
@@ -343,13 +346,15 @@ def with_context(context: str, folder: Path) -> Path:
     return path
 
 
-async def measure(variants: tuple[Variant, ...], agent: Path = AGENT) -> list[dict[str, Any]]:
+async def measure(
+    variants: tuple[Variant, ...], agent: Path = AGENT, llm_model: str | None = None
+) -> list[dict[str, Any]]:
     engines = LoadedEngines()
     rows = []
     try:
         for v in variants:
             t0 = time.monotonic()
-            result = await run_scenario(scenario_of(v, agent), engines)
+            result = await run_scenario(scenario_of(v, agent, llm_model), engines)
             row = figures(v, result)
             row["wall_s"] = round(time.monotonic() - t0, 1)
             rows.append(row)
@@ -366,13 +371,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--context", default="", help="every step's context: all, none, summary or N turns (default: as the file says)"
     )
+    ap.add_argument("--llm-model", help="the bundled model the line runs on (default: the default model)")
     ap.add_argument("--out", default="docs/bench")
     args = ap.parse_args(argv)
     wanted = {n.strip() for n in args.variants.split(",") if n.strip()}
     chosen = tuple(v for v in VARIANTS if not wanted or v.name in wanted)
     with tempfile.TemporaryDirectory() as folder:
         agent = with_context(args.context, Path(folder)) if args.context else AGENT
-        rows = asyncio.run(measure(chosen, agent))
+        rows = asyncio.run(measure(chosen, agent, args.llm_model))
     s = summary(rows)
     print("\n| variants | booked right | turns (right ones) | v2v p50 / p95, reply entering a step | without |")
     print("|---:|---:|---|---|---|")
@@ -384,9 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = f"flows_context_{args.context}.json" if args.context else "flows.json"
-    (out / name).write_text(
-        json.dumps({"summary": s, "context": args.context or None, "variants": rows}, indent=1) + "\n"
-    )
+    if args.llm_model:
+        name = name.replace(".json", f"_{args.llm_model}.json")
+    doc = {"summary": s, "context": args.context or None, "llm_model": args.llm_model, "variants": rows}
+    (out / name).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out / name}")
     return 0
 
