@@ -111,8 +111,8 @@ def main(argv: list[str]) -> int:
     # ENV is read before the import: the module's own imports may load what reads it.
     for key, value in _env_of(spec.origin).items():
         os.environ.setdefault(key, value)
-    importlib.import_module(module_name).main(options)
-    return 0
+    code = importlib.import_module(module_name).main(options)
+    return code if isinstance(code, int) else 0  # a benchmark that cannot run as asked says so in its exit code
 
 
 def _env_of(path: str) -> dict[str, str]:

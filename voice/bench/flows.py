@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from core.events import Collected, PlaybackStart, ResponseStart, SpeechEnd, Step
 from voice.bench.common import nearest_rank
 from voice.scenario.caller import holds
 from voice.scenario.runner import LoadedEngines, ScenarioResult, run_scenario
-from voice.scenario.spec import Answer, Caller, Cue, Person, Scenario, Turn
+from voice.scenario.spec import Answer, Caller, Cue, Person, Scenario, ScenarioError, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "agents" / "restaurant.yaml"
@@ -378,7 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     chosen = tuple(v for v in VARIANTS if not wanted or v.name in wanted)
     with tempfile.TemporaryDirectory() as folder:
         agent = with_context(args.context, Path(folder)) if args.context else AGENT
-        rows = asyncio.run(measure(chosen, agent, args.llm_model))
+        try:
+            rows = asyncio.run(measure(chosen, agent, args.llm_model))
+        except ScenarioError as e:  # the line cannot run as asked (a model that calls no tools)
+            print(f"python -m voice.bench flows: {e}", file=sys.stderr)
+            return 2
     s = summary(rows)
     print("\n| variants | booked right | turns (right ones) | v2v p50 / p95, reply entering a step | without |")
     print("|---:|---:|---|---|---|")
