@@ -150,8 +150,7 @@ class ScenarioResult:
 
     def said(self, index: int) -> str:
         """What the person's turn ``index`` said (a caller's line after the scenario's turns)."""
-        said = self.observed.said
-        return said[index] if index < len(said) else self.scenario.turns[index].label
+        return self.observed.said[index]
 
     @property
     def duration_s(self) -> float:
@@ -207,7 +206,8 @@ async def run_scenario(
         await session.aclose()
         if servers is not None:
             await servers.close()
-    said = [t.label for t in scenario.turns] + ([f'"{line}"' for line in caller.said] if caller is not None else [])
+    caller_said = caller.said if caller is not None else []
+    said = [t.label for t in (*scenario.turns, *(Turn(text=line) for line in caller_said))]
     observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set(), said=said)
     rec = device.recording
     wanted = [t.expect for t in scenario.turns] + [scenario.expect]
