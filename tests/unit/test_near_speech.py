@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from stand_in_engines import silence
+from test_room import behind_a_suppressor as fed_behind_a_suppressor
 
 from core.audio import ASR_BLOCK, ASR_RATE
 from core.endpointing import EndpointConfig, SpeechStart
@@ -137,13 +138,7 @@ def behind_a_suppressor(person_db: float | None, before: np.ndarray, cleaned: np
         person.learn(person_db)
     endpoint = EndpointConfig()
     near = NearSpeech(person, NearSpeechConfig(), FRAME_S, endpoint.threshold)
-    hearing = Hearing(endpoint, vad, near=near, vad_unsuppressed=vad)
-    out = []
-    for i in range(0, len(before), ASR_BLOCK):
-        block = cleaned[i : i + ASR_BLOCK]
-        far = np.zeros(len(block), dtype=np.float32)
-        out += hearing.push(block, block, far, playing=False, unsuppressed=before[i : i + ASR_BLOCK])
-    return out
+    return fed_behind_a_suppressor(Hearing(endpoint, vad, near=near, vad_unsuppressed=vad), cleaned, before)
 
 
 def held_back(audio: np.ndarray, seconds: float) -> np.ndarray:
