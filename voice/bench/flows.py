@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from core.events import Collected, PlaybackStart, ResponseStart, SpeechEnd, StepEntered, ToolCallStart
+from core.grounded import UNIT_WORDS
 from voice.bench.common import nearest_rank
 from voice.scenario.caller import holds
 from voice.scenario.runner import LoadedEngines, ScenarioResult, run_scenario
@@ -42,8 +43,9 @@ AGENT = ROOT / "agents" / "restaurant.yaml"
 @dataclass(frozen=True)
 class Variant:
     """A caller who wants a table: how they open, how they answer each of the line's questions
-    (the name, the party, the day, the time; the name asked again is said in a sentence), how they say yes to the
-    read-back, and the booking they want (each value as the state must hold it, case ignored).
+    (the name, the party, the day, the time; the name asked again is said in a sentence), how
+    they say yes to the read-back, and the booking they want (each value as the state must hold
+    it, case ignored).
     A read-back that lacks one of the wanted values is corrected (``fix``: what they say then);
     ``over``: said 1 s into the first read-back, over it."""
 
@@ -85,7 +87,7 @@ CONFIRM_Q = ("shall i book", "should i book")
 READBACK_Q = ("a table for",)
 GREETING_Q = ("how can i help",)
 # What a read-back must hold for the caller to say yes, and what they say when it does not.
-NUMBER_WORDS = {"2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "8": "eight", "12": "twelve"}
+NUMBER_WORDS = {str(n): w for w, n in UNIT_WORDS.items() if w != "oh"}  # "4": "four"
 HEARD = {"name": "{name}", "party_size": "{party_size}|{party_words}", "date": "{date}", "time": "{time}"}
 FIXES = {
     "name": "No, the name is {Name}.",
