@@ -14,12 +14,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
+from core.history import History
 from shell.clock import MonotonicClock
+from shell.flow_functions import resumed_run
 from shell.session import Session
 from tests.conftest import ROOT, recordings
 from transport.client import talk
@@ -27,6 +30,7 @@ from transport.files import load_audio
 from transport.protocol import float_to_pcm16
 from transport.replay import replay
 from transport.ws_server import ServerConfig, VoiceServer
+from voice.agent.load import load_agent
 from voice.app.conversations import Conversations
 from voice.app.store import ConversationStore, StoreFull, StoreLocked, open_history
 from voice.bench.scoring import word_error_rate
@@ -44,10 +48,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(port: int, db, log_path) -> subprocess.Popen:
+def _serve(port: int, db, log_path, *more: str) -> subprocess.Popen:
     log = open(log_path, "a")  # noqa: SIM115 - the process holds it
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voice.run", "--serve", "--log-json", "--port", str(port), "--db", str(db)],
+        [sys.executable, "-m", "voice.run", "--serve", "--log-json", "--port", str(port), "--db", str(db), *more],
         cwd=ROOT, stdout=log, stderr=log, start_new_session=True,  # its own group: killed whole, engines too
     )  # fmt: skip
     deadline = time.monotonic() + 300
@@ -123,6 +127,79 @@ async def test_a_killed_server_keeps_every_finalized_turn_and_the_conversation_g
                 server.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
+
+
+async def _say_after_the_greeting_until(url: str, audio: np.ndarray, stop) -> tuple[str, list[dict]]:
+    """Once the agent's greeting has played, say ``audio`` in real time (then silence) until
+    ``stop(message)`` is true of a message from the server; the session and the JSON messages."""
+    async with connect(url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "hello", "sample_rate": 16000}))
+        messages: list[dict] = []
+        while not any(m["type"] == "ready" for m in messages):  # audio before it is ahead of real time
+            messages.append(json.loads(await ws.recv()))
+        session = next(m["session"] for m in messages if m["type"] == "ready")
+        greeted, said, t0 = False, 0, time.monotonic()
+        for i in range(4000):
+            frame = audio[said * 320 : (said + 1) * 320] if greeted else np.zeros(0, np.float32)
+            said += greeted
+            await ws.send(float_to_pcm16(np.pad(frame, (0, 320 - len(frame)))))
+            while True:
+                try:
+                    message = await asyncio.wait_for(ws.recv(), max(0.002, t0 + (i + 1) * 0.02 - time.monotonic()))
+                except TimeoutError:
+                    break
+                if not isinstance(message, bytes):
+                    messages.append(json.loads(message))
+                    greeted = greeted or messages[-1]["type"] == "turn_end"
+                if stop(message):
+                    return session, messages
+        raise AssertionError(f"not seen in 80 s: {messages}")
+
+
+async def test_a_server_killed_right_after_a_transition_resumes_at_the_new_step_with_its_state(tmp_path, say):
+    """Issue 46: the step a reply took the flow to, and what it collected, are stored with the
+    person's turn as they happen; a server killed then, before the reply's own turn is stored,
+    resumes there."""
+    db, port = tmp_path / "conversations.db", _free_port()
+    agent = ROOT / "agents" / "restaurant.yaml"
+    server = _serve(port, db, tmp_path / "serve.log", "--agent", str(agent))
+    try:
+        entered = collected_there = False
+
+        def first_sound_once_collected_after_a_transition(message) -> bool:
+            nonlocal entered, collected_there
+            if isinstance(message, bytes):
+                return collected_there
+            m = json.loads(message)
+            entered = entered or (m["type"] == "step" and m["step"] != "greeting")
+            collected_there = collected_there or (entered and m["type"] == "collected" and bool(m["values"]))
+            return False
+
+        question = say("I'd like to book a table for four people on Friday, please.")
+        session, messages = await _say_after_the_greeting_until(
+            f"ws://127.0.0.1:{port}/ws", question, first_sound_once_collected_after_a_transition
+        )
+        os.killpg(server.pid, signal.SIGKILL)  # its question has begun to play: the reply's turn is not stored
+        server.wait(10)
+        steps = [m["step"] for m in messages if m["type"] == "step"]
+        collected: dict = {}
+        for m in messages:
+            if m["type"] == "collected":
+                collected |= m["values"]
+        with ConversationStore.open(db) as store:
+            history = History()
+            for turn in store.turns(session):
+                history.add(turn)
+        stored = [(t.role, t.text) for t in history.turns]
+        assert stored[:2] == [("assistant", "Luigi's, good evening. How can I help?"), ("user", ANY)], stored
+        run, resumed = resumed_run(load_agent(agent).flow, history)
+        assert resumed and run.step_name == steps[-1] != "greeting", stored
+        assert run.state == collected
+        said = "; ".join(f"{m['type']} {m.get('text') or m.get('values') or m.get('message') or ''}" for m in messages)
+        assert collected.get("party_size") == 4, said  # said in the turn that took the flow there
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
 
 
 async def test_a_vanished_client_keeps_what_it_heard_and_resumes(voice_server):
