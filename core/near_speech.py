@@ -9,7 +9,9 @@ then discounts the VAD's speech where the voiced sound of the last ``window_s`` 
 ``below_person_db`` under it. So far speech alone starts no turn and no barge-in, and while the
 person speaks over it the pauses between their words are silence to the endpointer, not speech.
 Their own quieter words still count up to that margin, and further when they go on after a short
-pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``).
+pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``), or
+trail off with no pause at all, every frame since their voice was at their level counted as theirs
+(LJ001-0005's "... of the fifteenth century may justly ...", over a TV).
 Before the first turn the voiced sound heard so far stands in for the person's level: a running
 mean of the windows that counted (``bootstrap_s``), forgotten at ``forget_db_per_s`` in silence (a
 loud sound the VAD took for speech must not leave the session deaf). A running mean, not the
@@ -46,7 +48,10 @@ class NearSpeechConfig:
     # gap, within continuation_s of their last words at their level, the last voice before it
     # theirs, counts up to continuation_db further under their level. Piper's "No, for two
     # people." says "for two people" 8.5 dB under the turns before it, and the whole of it was
-    # discarded as far speech (the flows benchmark's booking for two).
+    # discarded as far speech (the flows benchmark's booking for two). The same margin, within
+    # continuation_s, for their voice trailing off with no pause, and over a talker they came in
+    # over (core/room.py): LJ001-0005 fell 5-8 dB under their level for 1.4 s over a TV 10 dB
+    # under them, within 5 dB of its level, and the turn was cut mid-sentence.
     continuation_s: float = 1.0
     continuation_db: float = 4.0
 
@@ -97,6 +102,15 @@ class NearSpeech:
         self._last_voiced = -(10**9)
         self._last_was_person = False
         self._continuing = False
+        self._run_start = 0  # the first frame of the run of voice under way
+        self._last_heard_near = -(10**9)  # the person's last frame at their level over a window of their voice
+
+    def _trailing(self, after_theirs: bool) -> bool:
+        """Whether the run of voice under way is the person's sentence trailing off with no pause:
+        their voice at their level (over a window of it) in the run within ``continuation_s``, and
+        every voiced frame since counted as theirs (``after_theirs``: the frame before did)."""
+        last = self._last_heard_near
+        return after_theirs and last >= self._run_start and self._frame - last <= self._continuation
 
     def lets_in(self, prob: float, energy: float) -> bool:
         """Whether a frame as it was before a noise suppressor (its VAD probability and mean
@@ -143,7 +157,9 @@ class NearSpeech:
         if prob < self._threshold:
             return prob
         if self._frame - self._last_voiced > _GAP_FRAMES + 1:  # a run of voice begins after a silent gap
+            self._run_start = self._frame
             self._continuing = self._last_was_person and self._frame - self._last_near <= self._continuation
+        going_on = self._continuing or self._trailing(self._last_was_person)
         self._last_voiced, self._last_was_person = self._frame, False
         voiced = self._voiced
         voiced.append((self._frame, energy, energy if room_view is None else room_view[1]))
@@ -156,8 +172,9 @@ class NearSpeech:
             # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
             in_room = level if room_view is None else mean_db(r for *_, r in voiced)
             self.room_window_db = in_room
-            room.voiced(in_room)
-            if room.under(in_room):
+            if not going_on:  # the talker's level follows the room's windows, not the person's trailing words
+                room.voiced(in_room)
+            if room.under(in_room, far_allowance_db=self.config.continuation_db if going_on else 0.0):
                 self.far_frames += 1
                 return 0.0
         if below is None:
@@ -172,9 +189,11 @@ class NearSpeech:
             return 0.0
         if level >= person - below:
             self._last_near, self._last_was_person = self._frame, True
+            if len(voiced) * 2 >= self._window:  # not one loud frame at a run's start
+                self._last_heard_near = self._frame
             return prob
-        if self._continuing and level >= person - below - self.config.continuation_db:
-            self._last_was_person = True  # not at their level, but their voice going on after their own pause
+        if going_on and level >= person - below - self.config.continuation_db:
+            self._last_was_person = True  # not at their level, but their voice going on
             return prob
         self.far_frames += 1
         return 0.0

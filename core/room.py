@@ -145,12 +145,13 @@ class Room:
         """A talking room is known (its floor's level is :attr:`db`)."""
         return self.db is not None
 
-    def under(self, level_db: float) -> bool:
+    def under(self, level_db: float, far_allowance_db: float = 0.0) -> bool:
         """Whether voiced sound at ``level_db`` is the room's (its talking floor's, or the talker's
         the person came in over), not the person's over it. Every level here is in the sound the
-        room is looked for in: before a noise suppressor where one is on."""
+        room is looked for in: before a noise suppressor where one is on. ``far_allowance_db``:
+        how much nearer the talker's level it may come, being the person's voice going on."""
         above = self.config.above_room_db
-        if self.far_db is not None and level_db < self.far_db + self._far_margin:
+        if self.far_db is not None and level_db < self.far_db + self._far_margin - far_allowance_db:
             return True
         return self.db is not None and above is not None and level_db < self.db + above
 

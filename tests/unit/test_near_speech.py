@@ -15,6 +15,7 @@ from core.audio import ASR_BLOCK, ASR_RATE
 from core.endpointing import EndpointConfig, SpeechStart
 from core.hearing import FRAME_S, Ended, Hearing
 from core.near_speech import NearSpeech, NearSpeechConfig, PersonLevel
+from core.room import Room, RoomConfig
 
 
 def vad(frame: np.ndarray) -> float:
@@ -101,13 +102,40 @@ def test_the_person_going_on_quieter_after_their_own_pause_is_heard():
 
 @pytest.mark.parametrize(
     ("pause_s", "between"),
-    [(1.3, None), (0.25, -40.0)],  # too long after the person; another voice in the gap
+    # Too long after the person; another voice in the gap, long enough to fill the 0.5 s window (a
+    # shorter one under the person's own last words is not told from their sentence trailing off).
+    [(1.3, None), (0.6, -40.0)],
 )
 def test_quieter_speech_is_no_continuation_late_or_after_another_voice(pause_s, between):
     gap = silence(pause_s) if between is None else talk(pause_s, between, seed=4)
     said = np.concatenate([silence(0.3), talk(0.4, -20.0), gap, talk(0.8, -29.0, seed=3), silence(1.0)])
     (ended,) = [h for h in feed(hearing_with(-20.0), said) if isinstance(h, Ended)]
     assert ended.end < 0.3 + 0.4 + pause_s + 0.2  # not the quieter words after the gap (to 0.8 s later)
+
+
+def test_the_person_trailing_off_with_no_pause_is_heard_over_the_talker_they_came_in_over():
+    """LJ001-0005 over a TV 10 dB under them: "... of the fifteenth century may justly ..." fell
+    5-8 dB under their level for 1.4 s with no pause, within 5 dB of the TV's learnt level, and
+    the turn was cut in the middle of the sentence."""
+    hearing = hearing_with(-20.0)
+    assert hearing.near is not None and hearing.near.room is None
+    hearing.near.room = Room(RoomConfig(), FRAME_S, EndpointConfig().threshold)
+    hearing.near.room.overtaken(-30.0, -20.0)  # the person came in over a talker 10 dB under them
+    trailing = talk(0.9, -27.5, seed=3)  # 7.5 dB under the person, 2.5 dB over the talker
+    said = np.concatenate([silence(0.3), talk(1.0, -20.0), trailing, talk(0.6, -20.0, seed=5), silence(1.0)])
+    (ended,) = [h for h in feed(hearing, said) if isinstance(h, Ended)]
+    assert ended.end == pytest.approx(0.3 + 1.0 + 0.9 + 0.6, abs=0.1)
+
+
+def test_the_talker_going_on_after_the_person_is_theirs_only_within_continuation_s():
+    hearing = hearing_with(-20.0)
+    assert hearing.near is not None
+    hearing.near.room = Room(RoomConfig(), FRAME_S, EndpointConfig().threshold)
+    hearing.near.room.overtaken(-30.0, -20.0)
+    talker = talk(3.0, -29.0, seed=3)  # 1 dB over its level
+    said = np.concatenate([silence(0.3), talk(1.0, -20.0), talker, silence(1.0)])
+    (ended,) = [h for h in feed(hearing, said) if isinstance(h, Ended)]
+    assert ended.end <= 0.3 + 1.0 + NearSpeechConfig().continuation_s + 0.1
 
 
 def test_the_person_over_a_tv_is_heard_and_their_turn_ends_while_the_tv_goes_on():
