@@ -55,6 +55,7 @@ class ToolState:
     hook: str = ""  # this round calls a hook of the flow's: on_enter, on_exit or on_user_turn ("": none)
     hooks_left: list[tuple[str, str]] = field(default_factory=list)  # (kind, tool) to call after it, in order
     turn_hooked: bool = False  # the person's turn was given to its hook already
+    opening: bool = False  # the reply that opens the conversation in the start step (its on_enter first)
     say_result: bool = False  # the round's result is to be said word for word (a hook returned Say)
     hold_sound_on: bool = False  # the hold sound is playing while the reply waits (core/hold_sound.py)
 

@@ -205,6 +205,16 @@ class ReplyFlow:
             *r.synthesize(r.grouper.feed(text) + r.grouper.flush()),
         ]
 
+    def open_step(self, t: float) -> list[Command]:
+        """The conversation opens in the agent's start step, which has an ``on_enter`` hook: a reply of
+        its own runs the hook and says the step's words (core/steps.py), before the person speaks."""
+        f = self.floor
+        if f.response is not None or f.user_speaking or f.transcribing or f.waiting:
+            return []  # the person was first: the step is theirs to open
+        r = f.response = self.new_response("", t)
+        f.state = State.THINKING
+        return [Emit(ResponseStart(t, response=r.id, utterance=f.utterance, text="")), *self.steps.opened(r, t)]
+
     def tick(self, t: float) -> list[Command]:
         """Time passes: a filler if the tools keep the reply quiet, then the agent's hold sound
         (core/hold_sound.py); an announcement once the floor is free."""

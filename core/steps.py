@@ -74,6 +74,16 @@ class Steps:
         r.tool.hooks_left = [(kind, name) for kind, name in hooks if isinstance(name, str)]
         return out + self._next_hook(r, t)
 
+    def opened(self, r: Reply, t: float) -> list[Command]:
+        """Reply ``r`` opens the conversation in the start step: its ``on_enter`` hook runs, as a
+        transition's would, then its words are said (the greeting); the model is not asked."""
+        flow = self.flow
+        assert flow is not None
+        r.tool.opening = True
+        name = flow.step.on_enter
+        r.tool.hooks_left = [("on_enter", name)] if isinstance(name, str) else []
+        return self._next_hook(r, t)
+
     def _next_hook(self, r: Reply, t: float) -> list[Command]:
         """The next of the entry's hooks, or when they have all run, the step's own course."""
         if r.tool.hooks_left:
@@ -88,6 +98,11 @@ class Steps:
         step = flow.step
         out: list[Command] = []
         text = flow.entry_text()
+        if r.tool.opening:  # no one has spoken yet: the greeting, or nothing more
+            if text is not None:
+                return self.say(r, text, t, move_on=False)
+            r.llm_done = True
+            return [Emit(LlmDone(t, response=r.id, tokens=r.tokens))]
         if step.collect and r.user_text and r.tool.steps_moved < MAX_STEPS_PER_REPLY:
             if text is not None:  # its words first, then what the turn that led here says of its fields
                 out += self._said(r, text)

@@ -328,9 +328,12 @@ class Conversation:
         """A ``Summarize``'s answer: ``text`` summarizes the history's first ``upto`` turns (core/summary.py)."""
         self._flow.summarized(upto, text)
 
+    def open_step(self, t: float) -> list[Command]:
+        """The agent's start step opens the conversation: its ``on_enter`` hook, then its words (a reply)."""
+        return self._flow.open_step(t)
+
     def announce(self, text: str, t: float) -> list[Command]:
-        """Say ``text`` unasked (a timer that went off): now if the floor is free, else once it is.
-        It is a reply like any other: it can be cut, and is stored as far as it was heard."""
+        """Say ``text`` unasked (a timer that went off), now or once the floor is free: a reply like any other."""
         return self._flow.announce(text, t)
 
     def tick(self, t: float) -> list[Command]:
@@ -362,13 +365,9 @@ class Conversation:
         return self._turn.end(t)
 
     def truncate(self, response: int, audio_end_ms: int, t: float) -> tuple[list[Command], str | None]:
-        """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate).
-
-        A reply in flight is cut there like a barge-in; a finished one has its
-        turn in the history shortened to the words heard by then, or removed if
-        none was. Truncation only ever shortens. Returns the commands and the
-        turn's text now (None: no such response).
-        """
+        """The client played only the first ``audio_end_ms`` of ``response`` (OpenAI's item truncate):
+        a reply in flight is cut there like a barge-in, a finished one's turn shortened to the words heard
+        by then (none: removed). Returns the commands, and the turn's text now (None: no such response)."""
         samples = max(0, round(audio_end_ms * self.output_rate / 1000))
         r = self._floor.response
         if r is not None and r.id == response:

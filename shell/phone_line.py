@@ -66,6 +66,7 @@ class PhoneLine:
         self._transfer: str | None = None  # where the call is put through once it ends
         self._calls, self._spawn = calls, spawn
         self._greeting = call.greeting if call is not None else None  # said at the first block, then None
+        self._opening_step = False  # the agent's start step opens the conversation at the first block
         self._idle_watch = IdleWatch(call.idle) if call is not None and call.idle is not None else None
         self.ended = asyncio.Event()
         self._keypad = Keypad()
@@ -75,11 +76,19 @@ class PhoneLine:
         of a call's greeting."""
         self._greeting = text
 
+    def open_step(self) -> None:
+        """At the first block, the agent's start step opens the conversation: its ``on_enter`` hook,
+        then its words (in place of a call's greeting)."""
+        self._opening_step, self._greeting = True, None
+
     def due(self, now: float) -> None:
         """Once a block, before the core's own tick: a call's greeting and its quiet line, timers due."""
         if self._greeting:  # the assistant speaks first, without waiting for the caller
             self._run(self.conversation.announce(self._greeting, now))
             self._greeting = None
+        elif self._opening_step:
+            self._opening_step = False
+            self._run(self.conversation.open_step(now))
         if self._idle_watch is not None:
             self._watch_the_line(now)
         while self._alarms and self._alarms[0][0] <= now:

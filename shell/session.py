@@ -197,7 +197,9 @@ class Session:
         if self.flow is not None:
             self._emit(StepEntered(clock.now(), step=self.flow.step_name, previous="", response=0))
             opening = self.flow.entry_text()
-            if opening and not resumed:
+            if self.flow.step.on_enter and not resumed:
+                self._line.open_step()  # its hook first, then its words
+            elif opening and not resumed:
                 self._line.greet(opening)
         self.ended = self._line.ended
         # Every command the core can give, and who carries it out (a type missing here is an error).

@@ -223,3 +223,28 @@ def test_the_graph_writes_each_steps_hooks_in_it():
 def test_a_hooks_call_is_told_from_the_turns_own_calls_by_its_id():
     assert is_hook_call("call_2_1_on_user_turn") and is_hook_call("call_5_3_on_enter")
     assert not is_hook_call("call_2_0_0") and not is_hook_call("call_4_1_step")
+
+
+async def test_the_start_steps_on_enter_runs_as_the_conversation_opens_and_its_words_follow():
+    SEEN.clear()
+    flow = dataclasses.replace(chat(on_enter="greet_booking"), start="book")
+    session, llm, events = make(flow, [], hooks())
+    await converse(session, [])
+    assert [(name, step) for name, step, _ in SEEN] == [("greet_booking", "book")]
+    assert [e.name for e in of(events, ToolCallStart)] == ["greet_booking"]
+    assert replies_said(events) == ["Lovely. For how many?"]  # on_enter's words, then the step's
+    assert llm.requests == []  # the model was not asked
+    assert session.flow is not None and session.flow.state["booking_started"] is True
+    said = session.history.turns[-1]  # after the hook's result, as at a transition
+    assert (said.role, said.text) == ("assistant", "Lovely. For how many?")
+
+
+async def test_a_resumed_conversation_does_not_open_its_step_again():
+    SEEN.clear()
+    flow = dataclasses.replace(chat(on_enter="greet_booking"), start="book")
+    first, _, _ = make(flow, [], hooks())
+    await converse(first, [])
+    again, _, events = make(flow, [], hooks(), history=first.history)
+    await converse(again, [])
+    assert [name for name, _, _ in SEEN] == ["greet_booking"]  # once, in the first
+    assert replies_said(events) == []
