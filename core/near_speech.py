@@ -167,6 +167,7 @@ class NearSpeech:
             voiced.popleft()
         level = mean_db(e for _, e, _ in voiced)
         self.window_db = level
+        by_the_talker = False  # counted only as the person's voice going on, near a talker's level
         if room is not None:
             # Against the room's floor in the sound it was found in: RNNoise keeps a song's loud
             # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
@@ -177,6 +178,7 @@ class NearSpeech:
             if room.under(in_room, far_allowance_db=self.config.continuation_db if going_on else 0.0):
                 self.far_frames += 1
                 return 0.0
+            by_the_talker = going_on and room.under(in_room)
         if below is None:
             return prob
         person = self.person.db
@@ -188,7 +190,10 @@ class NearSpeech:
             self.far_frames += 1
             return 0.0
         if level >= person - below:
-            self._last_near, self._last_was_person = self._frame, True
+            self._last_was_person = True
+            if by_the_talker:  # a TV 5 dB under the person: its own windows must not keep it going on
+                return prob
+            self._last_near = self._frame
             if len(voiced) * 2 >= self._window:  # not one loud frame at a run's start
                 self._last_heard_near = self._frame
             return prob

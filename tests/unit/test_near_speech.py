@@ -127,15 +127,20 @@ def test_the_person_trailing_off_with_no_pause_is_heard_over_the_talker_they_cam
     assert ended.end == pytest.approx(0.3 + 1.0 + 0.9 + 0.6, abs=0.1)
 
 
-def test_the_talker_going_on_after_the_person_is_theirs_only_within_continuation_s():
+@pytest.mark.parametrize(
+    ("talker_db", "level_db"),
+    [(-30.0, -29.0), (-28.0, -27.0)],  # 10 dB under the person; 8 dB, its windows at the person's own margin
+)
+def test_the_talker_going_on_after_the_person_is_theirs_only_within_continuation_s(talker_db, level_db):
     hearing = hearing_with(-20.0)
     assert hearing.near is not None
     hearing.near.room = Room(RoomConfig(), FRAME_S, EndpointConfig().threshold)
-    hearing.near.room.overtaken(-30.0, -20.0)
-    talker = talk(3.0, -29.0, seed=3)  # 1 dB over its level
+    hearing.near.room.overtaken(talker_db, -20.0)
+    talker = talk(3.0, level_db, seed=3)  # 1 dB over its level
     said = np.concatenate([silence(0.3), talk(1.0, -20.0), talker, silence(1.0)])
     (ended,) = [h for h in feed(hearing, said) if isinstance(h, Ended)]
-    assert ended.end <= 0.3 + 1.0 + NearSpeechConfig().continuation_s + 0.1
+    config = NearSpeechConfig()  # their last window holding their own voice, then continuation_s at most
+    assert ended.end <= 0.3 + 1.0 + config.window_s + config.continuation_s + 0.1
 
 
 def test_the_person_over_a_tv_is_heard_and_their_turn_ends_while_the_tv_goes_on():
