@@ -80,6 +80,7 @@ class Steps:
         flow = self.flow
         assert flow is not None
         r.tool.opening = True
+        r.messages = self.tool_rounds.restate()  # what the model reads if the hook fails (it apologises)
         name = flow.step.on_enter
         r.tool.hooks_left = [("on_enter", name)] if isinstance(name, str) else []
         return self._next_hook(r, t)

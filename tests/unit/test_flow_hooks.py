@@ -248,3 +248,13 @@ async def test_a_resumed_conversation_does_not_open_its_step_again():
     await converse(again, [])
     assert [name for name, _, _ in SEEN] == ["greet_booking"]  # once, in the first
     assert replies_said(events) == []
+
+
+async def test_a_start_steps_on_enter_that_fails_is_a_tool_error_the_model_answers():
+    flow = dataclasses.replace(chat(on_enter="broken"), start="book")
+    session, llm, events = make(flow, ["Sorry, our system is down. How can I help?"], hooks())
+    await converse(session, [])
+    assert replies_said(events) == ["Sorry, our system is down. How can I help?"]
+    (request,) = llm.requests
+    assert request[-1]["role"] == "tool" and request[0]["role"] == "system"
+    assert [e.status for e in of(events, ToolCallEnd)] == ["error"]
