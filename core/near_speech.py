@@ -9,9 +9,10 @@ then discounts the VAD's speech where the voiced sound of the last ``window_s`` 
 ``below_person_db`` under it. So far speech alone starts no turn and no barge-in, and while the
 person speaks over it the pauses between their words are silence to the endpointer, not speech.
 Their own quieter words still count up to that margin, and further when they go on after a short
-pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``), or
-trail off with no pause at all, every frame since their voice was at their level counted as theirs
-(LJ001-0005's "... of the fifteenth century may justly ...", over a TV).
+pause of their own with nothing voiced between ("No, | for two people": ``continuation_db``).
+Trailing off with no pause, every frame since their voice was at their level counted as theirs,
+they may come as much nearer a talker they came in over (LJ001-0005's "... of the fifteenth
+century may justly ...", over a TV 10 dB under them).
 Before the first turn the voiced sound heard so far stands in for the person's level: a running
 mean of the windows that counted (``bootstrap_s``), forgotten at ``forget_db_per_s`` in silence (a
 loud sound the VAD took for speech must not leave the session deaf). A running mean, not the
@@ -49,9 +50,10 @@ class NearSpeechConfig:
     # theirs, counts up to continuation_db further under their level. Piper's "No, for two
     # people." says "for two people" 8.5 dB under the turns before it, and the whole of it was
     # discarded as far speech (the flows benchmark's booking for two). The same margin, within
-    # continuation_s, for their voice trailing off with no pause, and over a talker they came in
-    # over (core/room.py): LJ001-0005 fell 5-8 dB under their level for 1.4 s over a TV 10 dB
-    # under them, within 5 dB of its level, and the turn was cut mid-sentence.
+    # continuation_s, for their voice trailing off with no pause over a talker they came in over
+    # (core/room.py): LJ001-0005 fell 5-8 dB under their level for 1.4 s over a TV 10 dB under
+    # them, within 5 dB of its level, and the turn was cut mid-sentence. Not under their own level:
+    # a TV 5 dB under them was then heard as them for a second after each of their words.
     continuation_s: float = 1.0
     continuation_db: float = 4.0
 
@@ -168,17 +170,18 @@ class NearSpeech:
         level = mean_db(e for _, e, _ in voiced)
         self.window_db = level
         by_the_talker = False  # counted only as the person's voice going on, near a talker's level
+        allowance = self.config.continuation_db if going_on else 0.0
         if room is not None:
             # Against the room's floor in the sound it was found in: RNNoise keeps a song's loud
             # bursts and drops its quieter voiced frames, and the bursts alone stood out of it.
             in_room = level if room_view is None else mean_db(r for *_, r in voiced)
             self.room_window_db = in_room
-            if not going_on:  # the talker's level follows the room's windows, not the person's trailing words
+            by_the_talker = going_on and room.under(in_room) and not room.under(in_room, allowance)
+            if not by_the_talker:  # the talker's level follows its windows, not the person's trailing words
                 room.voiced(in_room)
-            if room.under(in_room, far_allowance_db=self.config.continuation_db if going_on else 0.0):
+            if room.under(in_room, allowance):
                 self.far_frames += 1
                 return 0.0
-            by_the_talker = going_on and room.under(in_room)
         if below is None:
             return prob
         person = self.person.db
@@ -197,8 +200,8 @@ class NearSpeech:
             if len(voiced) * 2 >= self._window:  # not one loud frame at a run's start
                 self._last_heard_near = self._frame
             return prob
-        if going_on and level >= person - below - self.config.continuation_db:
-            self._last_was_person = True  # not at their level, but their voice going on
+        if self._continuing and level >= person - below - self.config.continuation_db:
+            self._last_was_person = True  # not at their level, but their voice going on after their own pause
             return prob
         self.far_frames += 1
         return 0.0

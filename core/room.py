@@ -149,9 +149,10 @@ class Room:
         """Whether voiced sound at ``level_db`` is the room's (its talking floor's, or the talker's
         the person came in over), not the person's over it. Every level here is in the sound the
         room is looked for in: before a noise suppressor where one is on. ``far_allowance_db``:
-        how much nearer the talker's level it may come, being the person's voice going on."""
+        how much nearer the talker's level it may come, being the person's voice going on (never
+        within 1 dB of it: a talker as loud as the person, 5 dB under them, gets none)."""
         above = self.config.above_room_db
-        if self.far_db is not None and level_db < self.far_db + self._far_margin - far_allowance_db:
+        if self.far_db is not None and level_db < self.far_db + max(1.0, self._far_margin - far_allowance_db):
             return True
         return self.db is not None and above is not None and level_db < self.db + above
 
