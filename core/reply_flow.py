@@ -185,16 +185,9 @@ class ReplyFlow:
 
     def announce_next(self, t: float) -> list[Command]:
         """The next announcement, if the floor is free."""
-        f = self.floor
-        if (
-            not self.announcements
-            or f.response is not None
-            or self.spec.reply is not None
-            or f.user_speaking
-            or f.transcribing
-            or f.waiting
-        ):
+        if not self.announcements or not self._floor_free():
             return []
+        f = self.floor
         text = self.announcements.pop(0)
         r = f.response = self.new_response("", t)
         r.generated, r.llm_done = text, True
@@ -205,12 +198,17 @@ class ReplyFlow:
             *r.synthesize(r.grouper.feed(text) + r.grouper.flush()),
         ]
 
+    def _floor_free(self) -> bool:
+        """No reply, speculative or not, and the person neither speaking nor waiting for one."""
+        f = self.floor
+        return f.response is None and self.spec.reply is None and not (f.user_speaking or f.transcribing or f.waiting)
+
     def open_step(self, t: float) -> list[Command]:
         """The conversation opens in the agent's start step, which has an ``on_enter`` hook: a reply of
         its own runs the hook and says the step's words (core/steps.py), before the person speaks."""
-        f = self.floor
-        if f.response is not None or f.user_speaking or f.transcribing or f.waiting:
+        if not self._floor_free():
             return []  # the person was first: the step is theirs to open
+        f = self.floor
         r = f.response = self.new_response("", t)
         f.state = State.THINKING
         return [Emit(ResponseStart(t, response=r.id, utterance=f.utterance, text="")), *self.steps.opened(r, t)]
