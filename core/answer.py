@@ -207,9 +207,7 @@ class Answering:
         level, background = self._levels.pop(utterance, (None, None))
         hold = f.hold
         if hold is not None and hold.utterance == utterance:
-            if over.policy.interrupts(
-                text, over.echo(hold), no_speech_prob, level, over.person.db, background, f.language.current
-            ):
+            if over.interrupts(hold, text, no_speech_prob, level, background):
                 out += over.barge_in(t, reason="words")
             else:
                 return out + over.resume(t, text, reason="backchannel" if text else "noise")
@@ -270,7 +268,8 @@ class Answering:
             f.history.add(Turn("user", said, t_start=said_onset, t_end=said_end))
         messages = self.asking.messages(text)
         f.history.add(Turn("user", text, t_start=onset, t_end=end, extra=self.asking.said_in()))
-        answered = " ".join([*(w[1] for w in waiting), text])
+        went_on_from = self.over.went_on_from.pop(utterance, "")  # its first half, answered in a reply it cut unheard
+        answered = " ".join([*filter(None, [went_on_from]), *(w[1] for w in waiting), text])
         r = f.response = self.flow.new_response(answered, t)
         r.messages = messages
         f.state = State.THINKING

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from core.goodbye import says_goodbye
 from core.language import ENGLISH, Language
+from core.phrases import without_phrases
 from core.words import letters, words
 
 
@@ -62,6 +63,16 @@ class BargeInPolicy:
     # speech's pre-roll and until the pause (its onset minus this, on), which the canceller's
     # residual may have left under the person's first words.
     echo_lead_s: float = 1.0
+    # Speech that began before the reply made a sound is the person going on with their turn
+    # (the endpoint came at a breath: "No, | at eight."), neither a reaction to the reply nor its
+    # echo: this many words take the floor, a number counted as a word. Two words, the rule for
+    # speech over what was heard, left "At 8." over "What would you like to change?" a backchannel.
+    # Closing words add nothing to the turn ("Yes, | thank you."): the reply plays on. Whisper's
+    # doubt is not asked (it gave "At 8." 0.64); the levels are.
+    went_on_words: int = 1
+    # How late after the reply's first sample the speech may begin and still have gone on before it
+    # made a sound: one VAD frame (the onset is counted in 32 ms frames); piper's first 29-55 ms are silent.
+    went_on_s: float = 0.032
 
     def interrupts(
         self,
@@ -72,6 +83,7 @@ class BargeInPolicy:
         user_level_db: float | None = None,
         background_db: float | None = None,
         language: Language = ENGLISH,
+        went_on: bool = False,
     ) -> bool:
         """Whether speech heard over the reply is meant to take the floor.
 
@@ -80,9 +92,12 @@ class BargeInPolicy:
         assistant's own voice, transcribed, is not the person. Nor are words
         Whisper doubts, or speech much quieter than the person. A stop word
         the reply did not say is the person, whatever else was heard.
-        ``language``: the one the words are in (its stop words and backchannels).
+        ``language``: the one the words are in (its stop words and backchannels). ``went_on``:
+        the speech began before the reply made a sound (``went_on_words`` are enough).
         """
-        if no_speech_prob > self.max_no_speech_prob:
+        # Speech that went on is judged as a turn in silence is, by Whisper's own discard alone
+        # (asr/whisper.py): it gave "At 8." a no-speech probability of 0.64.
+        if no_speech_prob > self.max_no_speech_prob and not went_on:
             return False
         if (
             level_db is not None
@@ -96,7 +111,7 @@ class BargeInPolicy:
             and level_db < background_db + self.min_level_above_background_db
         ):
             return False
-        heard, said = tokens(text, language), tokens(reply, language)
+        heard, said = tokens(text, language, numbers=went_on), tokens(reply, language)
         # Unspaced scripts: the reply's characters are too common to discount one by one.
         own = set(said) if language.spaced else set()
         if any(w in language.stop_words and w not in own for w in heard):
@@ -107,16 +122,19 @@ class BargeInPolicy:
             return True
         if echo_similarity(heard, said) >= self.min_echo_similarity:
             return False
-        return sum(weight(w) for w in heard if w not in language.backchannels and w not in own) >= self.commit_words
+        if went_on:
+            heard = tokens(without_phrases(text, language.closings, language, numbers=True)[0], language, numbers=True)
+        needed = self.went_on_words if went_on else self.commit_words
+        return sum(weight(w) for w in heard if w not in language.backchannels and w not in own) >= needed
 
 
-def tokens(text: str, language: Language = ENGLISH) -> list[str]:
-    """``text`` as the barge-in rules count it: its words (digits not counted: Whisper's digits over
-    the reply count for nothing); where words are not spaced, the language's stop words and
-    backchannels where they stand, and every other character alone."""
+def tokens(text: str, language: Language = ENGLISH, numbers: bool = False) -> list[str]:
+    """``text`` as the barge-in rules count it: its words (digits not counted unless ``numbers``:
+    Whisper's digits over the reply count for nothing); where words are not spaced, the language's
+    stop words and backchannels where they stand, and every other character alone."""
     if language.spaced:
-        return words(text, numbers=False)
-    said = "".join(c for c in letters(text) if not c.isdigit())
+        return words(text, numbers=numbers)
+    said = "".join(c for c in letters(text) if numbers or not c.isdigit())
     known = sorted(language.stop_words | language.backchannels | language.goodbyes, key=len, reverse=True)
     out: list[str] = []
     i = 0

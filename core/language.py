@@ -93,6 +93,7 @@ BACKCHANNELS = frozenset(
         "cool",
         "nice",
         "wow",
+        "please",  # "Yes, | please.": the turn it follows was answered already
     ]
 )
 

@@ -45,6 +45,9 @@ class OverReply:
         self.finish: Callable[[Reply, float], list[Command]] = lambda r, t: []
         # A reply is cut by the person: what an agent's flow makes of it (core/steps.py), set by the conversation.
         self.on_cut: Callable[[Reply, float], list[Command]] = lambda r, t: []
+        # utterance -> the words of the turn it went on from, whose reply it cut before that made a
+        # sound: "No, | at eight." is answered, and read by an agent's flow, as one turn.
+        self.went_on_from: dict[int, str] = {}
 
     def onset(self, onset: float, t: float) -> list[Command]:
         """The VAD heard voiced frames from ``onset`` on: the reply pauses while they are judged."""
@@ -141,12 +144,31 @@ class OverReply:
             background_db=background_db,
         )
         out: list[Command] = [Emit(check)]
-        language = self.floor.language.current
-        echo = self.echo(hold)
-        if self.policy.interrupts(text, echo, no_speech_prob, level_db, self.person.db, background_db, language):
+        if self.interrupts(hold, text, no_speech_prob, level_db, background_db):
             self.cut_by[utterance] = (text, hold.echo_lead)
             out += self.barge_in(t, reason="words")
         return out
+
+    def interrupts(
+        self, hold: Hold, text: str, no_speech_prob: float, level_db: float | None, background_db: float | None
+    ) -> bool:
+        """Whether the words ``text`` of the speech ``hold`` paused on take the floor (the policy's
+        rules, with the reply's words played and whether the person went on before it made a sound);
+        where they went on and do, the turn they went on from is noted (``went_on_from``)."""
+        r = self.floor.response
+        if r is None:
+            return False
+        went_on = r.playback_started_at is None or hold.onset <= r.playback_started_at + self.policy.went_on_s
+        language = self.floor.language.current
+        echo = self.echo(hold)
+        if not self.policy.interrupts(
+            text, echo, no_speech_prob, level_db, self.person.db, background_db, language, went_on=went_on
+        ):
+            return False
+        if went_on and hold.utterance is not None:
+            hold.went_on = True
+            self.went_on_from[hold.utterance] = r.user_text
+        return True
 
     def hold_for_later_speech(self, r: Reply, utterance: int, t: float) -> list[Command]:
         """Reply ``r`` to ``utterance`` starts while the person has gone on speaking (their speech

@@ -10,9 +10,9 @@ from core.language import Language
 from core.words import letters, words
 
 
-def without_phrases(text: str, phrases: Iterable[str], language: Language) -> tuple[str, bool]:
+def without_phrases(text: str, phrases: Iterable[str], language: Language, numbers: bool = False) -> tuple[str, bool]:
     """``text`` with every one of ``phrases`` taken out (its words, or its characters where words are
-    not spaced), and whether any was."""
+    not spaced), and whether any was; its digits kept only where ``numbers``."""
     if not language.spaced:
         said = letters(text)
         found = False
@@ -20,7 +20,7 @@ def without_phrases(text: str, phrases: Iterable[str], language: Language) -> tu
             if phrase in said:
                 said, found = said.replace(phrase, ""), True
         return said, found
-    said = words(text, numbers=False)
+    said = words(text, numbers=numbers)
     out: list[str] = []
     found = False
     i = 0

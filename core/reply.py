@@ -142,6 +142,9 @@ class Hold:
     # The reply's words played in the speech's pre-roll and until the pause: what a loud echo's
     # residual may put before the person's first words in its transcript (core/barge_in.py).
     echo_lead: str = ""
+    # The speech began before the reply made a sound, and took the floor (core/over_reply.py): what
+    # played under it until the pause was not heard as a reply.
+    went_on: bool = False
 
     def played_out(self, ledger: PlaybackLedger) -> int:
         """Samples of the held reply (its ``ledger``) the speaker has played by now: by the pause, and

@@ -172,7 +172,8 @@ class Steps:
         it answers (``left_at``): a process killed before the reply's own turn is stored resumes there."""
         flow = self.flow
         turn = next((u for u in reversed(self.history.turns) if u.role == "user"), None)
-        if flow is None or turn is None or turn.text != r.user_text:
+        # The reply answers that turn, or ends with it (turns said before it, answered with it).
+        if flow is None or turn is None or not r.user_text.endswith(turn.text):
             return
         turn.extra["left_at"] = flow.snapshot()
         self.history.changed(turn)  # the store writes it now (shell: the recorder amends the turn)

@@ -34,8 +34,9 @@ class HeardReplies:
         self._past: dict[int, tuple[PlaybackLedger, Turn | None]] = {}  # recent replies: ledger, stored turn
 
     def cut(self, r: Reply, hold: Hold, t: float, reason: BargeInReason) -> list[Command]:
-        """Cut ``r`` to what was heard before the pause ``hold``, and stop everything else."""
-        played = hold.played_out(r.ledger)
+        """Cut ``r`` to what was heard before the pause ``hold``, and stop everything else. Nothing
+        of it was heard where the person went on before it made a sound (its first word under theirs)."""
+        played = 0 if hold.went_on else hold.played_out(r.ledger)
         heard = r.ledger.heard_text(played)
         audio_end_ms = round(played * 1000 / self.output_rate)
         r.tool.calls.discard()  # a call still streaming never runs

@@ -772,6 +772,74 @@ def test_a_backchannel_that_went_on_over_the_endpoint_lets_the_reply_play():
     assert of(ResumePlayback, cmds) and conv.response.id == first.response and conv.state is State.THINKING
 
 
+def _going_on_as_the_reply_starts(conv: Conversation, played_before: int) -> int:
+    """ "No." ends a turn at a breath; its reply starts, ``played_before`` samples of it play (a word
+    a half second), and the person goes on at 2.0 s ("at eight"): the reply pauses on it."""
+    r = answer_one(conv, "No.")
+    syn = of(Synthesize, conv.llm_delta(r, "What would you like to change?", 1.7) + conv.llm_done(r, 1.8))
+    words = syn[0].text.split()
+    conv.tts_audio(
+        r, syn[0].chunk, syn[0].text, 100 * len(words), [Word(w, 100 * (k + 1)) for k, w in enumerate(words)], 1.9, True
+    )
+    if played_before:
+        conv.played(played_before, 1.9)
+    assert of(PausePlayback, conv.speech_started(2.0, 2.2))
+    return r
+
+
+def test_one_word_said_before_the_reply_made_a_sound_is_the_person_going_on():
+    """Speech that began before the reply played anything is neither a reaction to it nor its echo:
+    "At 8." takes the floor (two words are needed over a reply heard, and digits count for nothing
+    there), the reply is cut unheard, and both halves of what they said are answered."""
+    conv = Conversation(output_rate=200)
+    r = _going_on_as_the_reply_starts(conv, played_before=0)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.6, 2.9))
+    # Whisper doubts so short an utterance (0.64 on "At 8." in the flows benchmark): as in a turn of its own, no matter.
+    cmds = conv.transcript_final(tf.utterance, "At 8.", 2.0, 2.6, 3.0, no_speech_prob=0.64)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)] and not events(Backchannel, cmds)
+    (second,) = of(StartResponse, cmds)
+    assert [m["content"] for m in second.messages[-2:]] == ["No.", "At 8."]
+    assert [(t.role, t.text) for t in conv.history.turns] == [("user", "No."), ("user", "At 8.")]
+    assert events(ResponseStart, cmds)[0].text == "No. At 8."  # one turn, as an agent's flow reads it
+
+
+def test_speech_that_began_within_a_vad_frame_of_the_replys_first_sample_went_on():
+    conv = Conversation(output_rate=200)
+    r = answer_one(conv, "No.")
+    syn = of(Synthesize, conv.llm_delta(r, "What would you like to change?", 1.7) + conv.llm_done(r, 1.8))
+    conv.tts_audio(r, syn[0].chunk, syn[0].text, 500, [Word("What", 100)], 1.9, True)
+    conv.played(80, 1.98)  # the onset below is counted 20 ms after the first sample: the same breath
+    conv.speech_started(2.0, 2.2)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.6, 2.9))
+    cmds = conv.transcript_final(tf.utterance, "At 8.", 2.0, 2.6, 3.0)
+    assert of(CancelResponse, cmds)
+    # "What" played under their words until the pause: not heard as a reply, not stored.
+    assert events(Truncate, cmds)[0].text == "" and [t.text for t in conv.history.turns] == ["No.", "At 8."]
+
+
+@pytest.mark.parametrize("said", ["At 8.", "Mm-hmm.", "Thank you.", "Please."])
+def test_a_word_said_once_the_reply_is_heard_or_one_that_adds_nothing_lets_it_go_on(said):
+    """The same word after the reply's first word has played is a listener's; a backchannel or
+    closing words said before it made a sound add nothing to the turn ("Yes, | thank you."): the
+    reply resumes."""
+    conv = Conversation(output_rate=200)
+    heard = said == "At 8."
+    r = _going_on_as_the_reply_starts(conv, played_before=150 if heard else 0)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.6, 2.9))
+    cmds = conv.transcript_final(tf.utterance, said, 2.0, 2.6, 3.0)
+    assert of(ResumePlayback, cmds) and not of(CancelResponse, cmds) and conv.response.id == r
+    assert events(Backchannel, cmds)[0].text == said
+
+
+def test_a_number_counts_as_a_word_only_for_speech_that_went_on():
+    policy = BargeInPolicy()
+    assert policy.interrupts("8.", went_on=True) and not policy.interrupts("8.")
+    assert policy.interrupts("at eight", no_speech_prob=0.64, went_on=True)
+    assert not policy.interrupts("at eight", no_speech_prob=0.64)
+    assert not policy.interrupts("Mm-hmm.", went_on=True)
+    assert not policy.interrupts("change", "What would you like to change?", went_on=True)  # its own word
+
+
 def _two_finals_pending_when_the_reply_starts(conv: Conversation) -> tuple[int, TranscribeFinal, TranscribeFinal]:
     """Three utterances ended before the first one's final came: the reply to it starts held for
     the last one, and the middle one's final waits for its turn."""
@@ -793,7 +861,8 @@ def test_finals_that_waited_join_the_turn_that_cuts_the_reply():
     assert of(CancelResponse, cmds) == [CancelResponse(r)]
     (start,) = of(StartResponse, cmds)  # one reply to all that was said since
     assert [m["content"] for m in start.messages] == ["what time is it", "in London", "no, in Paris"]
-    assert events(ResponseStart, cmds)[0].text == "in London no, in Paris"
+    # What the reply answers: all of it, as the reply it cut was held before it made a sound.
+    assert events(ResponseStart, cmds)[0].text == "what time is it in London no, in Paris"
     assert [t.text for t in conv.history.turns] == ["what time is it", "in London", "no, in Paris"]
 
 
