@@ -78,6 +78,15 @@ class Asking:
         flow = self.tool_rounds.flow
         return None if flow is None else flow.heard_transition(text, self.floor.language.current)
 
+    def says_the_same(self, r: Reply, went_on: str) -> bool:
+        """Whether ``went_on``, said on from the turn reply ``r`` answers, asks what that turn did: its
+        phrases take the transition the turn's took, and no other ("Sure, | go ahead." at a read-back)."""
+        flow = self.tool_rounds.flow
+        if flow is None or r.heard_move is None:
+            return False
+        step, function = r.heard_move
+        return flow.phrase_transitions(step, went_on, self.floor.language.current) == [function]
+
     def reads_first(self) -> bool:
         """Whether the person's turn is read before the model may answer it: the step collects fields,
         or a hook is given each turn first (a speculative reply would not know what it finds)."""
@@ -101,6 +110,7 @@ class Asking:
         steps, flow, text = self.steps, self.tool_rounds.flow, r.user_text
         heard = self.heard_transition(text)
         if flow is not None and heard is not None:
+            r.heard_move = (flow.step_name, heard.function)
             flow.move(heard.function, self.floor.history.last_user_turn())
             return steps.entered(r, t)
         if self.collecting():

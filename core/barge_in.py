@@ -17,6 +17,9 @@ resumes where it paused. Once speech is confirmed:
   word but a goodbye) resume the reply where it paused, and are not stored as a turn.
   A goodbye ("Goodbye.", "OK, bye") cuts the reply like a stop word (``core/goodbye.py``).
 
+Speech that began before the reply made a sound is the person going on with their turn
+("No, | at eight."): one word takes the floor (``went_on_words``), a number included.
+
 Long noise that the VAD takes for speech (a kitchen, a passing car) keeps the
 reply paused while it lasts, but never cuts it.
 

@@ -216,6 +216,12 @@ class FlowRun:
                 return t
         return None
 
+    def phrase_transitions(self, step: str, said: str, language: Language) -> list[str]:
+        """The transitions of step ``step`` one of whose phrases ``said`` holds (their functions)."""
+        return [
+            t.function for t in self.flow.steps[step].transitions if t.when and holds_phrase(said, t.when, language)
+        ]
+
     def auto_transition(self) -> Transition | None:
         """The step's first automatic transition whose needs are all collected (None: none yet)."""
         return next((t for t in self.step.transitions if t.auto and not self.missing(t.needs)), None)

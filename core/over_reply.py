@@ -48,6 +48,9 @@ class OverReply:
         # utterance -> the words of the turn it went on from, whose reply it cut before that made a
         # sound: "No, | at eight." is answered, and read by an agent's flow, as one turn.
         self.went_on_from: dict[int, str] = {}
+        # Whether words said on from the turn a reply answers ask what that turn did (an agent's flow
+        # reads them: core/asking.py): then the reply plays on. Set by the conversation.
+        self.says_the_same: Callable[[Reply, str], bool] = lambda r, text: False
 
     def onset(self, onset: float, t: float) -> list[Command]:
         """The VAD heard voiced frames from ``onset`` on: the reply pauses while they are judged."""
@@ -164,6 +167,8 @@ class OverReply:
         if not self.policy.interrupts(
             text, echo, no_speech_prob, level_db, self.person.db, background_db, language, went_on=went_on
         ):
+            return False
+        if went_on and self.says_the_same(r, text):
             return False
         if went_on and hold.utterance is not None:
             hold.went_on = True

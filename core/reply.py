@@ -77,6 +77,9 @@ class Reply:
     chunk_texts: dict[int, str] = field(default_factory=dict)
     first_token_at: float | None = None
     playback_started_at: float | None = None
+    # In an agent's flow: the step the person's words moved the reply from, and the transition their
+    # phrases took there ("Sure." in confirm: confirmed), None if they took none.
+    heard_move: tuple[str, str] | None = None
     # Speculative (started on the early final, before the endpoint) until committed:
     speculative: bool = False
     # Started on the pause's closing partial (the partial model's words), before the early final:

@@ -125,6 +125,7 @@ class Conversation:
         self._tool_rounds.on_step_call = self._flow.steps.call_done
         self._tool_rounds.on_hook = self._flow.steps.hook_done
         self._flow.steps.turn_read = self._turn.asking.read_turn
+        self._over.says_the_same = self._turn.asking.says_the_same
         heard_replies.extra = flow.snapshot if flow is not None else dict
 
     def offer_tools(

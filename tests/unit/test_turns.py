@@ -43,6 +43,7 @@ from core.events import (
     TurnEnd,
 )
 from core.floor import State
+from core.flow import Flow, FlowRun, Step, Transition
 from core.history import INTERRUPTED_MARKER
 from core.language import language
 from core.ledger import Word
@@ -838,6 +839,48 @@ def test_a_number_counts_as_a_word_only_for_speech_that_went_on():
     assert not policy.interrupts("at eight", no_speech_prob=0.64)
     assert not policy.interrupts("Mm-hmm.", went_on=True)
     assert not policy.interrupts("change", "What would you like to change?", went_on=True)  # its own word
+
+
+def _read_back() -> tuple[Conversation, int, TranscribeFinal]:
+    """An agent's read-back: "Sure." takes ``yes`` by its phrase and the goodbye starts; the person
+    goes on before it makes a sound. The conversation, the goodbye's reply and the final to make."""
+    flow = Flow(
+        role="You book tables.",
+        steps={
+            "confirm": Step(
+                "confirm",
+                transitions=(
+                    Transition("change", "confirm", "", when=("no", "make it", "instead")),
+                    Transition("yes", "bye", "", when=("yes", "sure", "go ahead")),
+                ),
+            ),
+            "bye": Step("bye", say="Goodbye!", end=True),
+        },
+        start="confirm",
+    )
+    conv = Conversation(output_rate=200, flow=FlowRun(flow))
+    conv.speech_started(0.1, 0.35)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(1.0, 1.5))
+    (start,) = events(ResponseStart, conv.transcript_final(tf.utterance, "Sure.", 0.1, 1.0, 1.6))
+    r = start.response
+    assert conv.response.heard_move == ("confirm", "yes")  # its goodbye is synthesized, not yet played
+    conv.speech_started(2.0, 2.2)
+    (tf,) = of(TranscribeFinal, conv.speech_ended(2.6, 2.9))
+    return conv, r, tf
+
+
+def test_words_said_on_that_take_the_transition_the_turn_took_let_the_reply_play():
+    """ "Sure, | go ahead." at a read-back: the goodbye "Sure." started is the answer to all of it."""
+    conv, r, tf = _read_back()
+    cmds = conv.transcript_final(tf.utterance, "Go ahead.", 2.0, 2.6, 3.0)
+    assert of(ResumePlayback, cmds) and not of(CancelResponse, cmds) and conv.response.id == r
+
+
+def test_words_said_on_that_ask_for_something_else_cut_the_reply():
+    conv, r, tf = _read_back()
+    cmds = conv.transcript_final(tf.utterance, "Go ahead, make it nine.", 2.0, 2.6, 3.0)
+    assert of(CancelResponse, cmds) == [CancelResponse(r)]
+    assert events(ResponseStart, cmds)[0].text == "Sure. Go ahead, make it nine."
 
 
 def _two_finals_pending_when_the_reply_starts(conv: Conversation) -> tuple[int, TranscribeFinal, TranscribeFinal]:
