@@ -79,13 +79,14 @@ class Asking:
         return None if flow is None else flow.heard_transition(text, self.floor.language.current)
 
     def says_the_same(self, r: Reply, went_on: str) -> bool:
-        """Whether ``went_on``, said on from the turn reply ``r`` answers, asks what that turn did: its
-        phrases take the transition the turn's took, and no other ("Sure, | go ahead." at a read-back)."""
+        """Whether ``went_on``, said on from the turn reply ``r`` answers, asks what that turn did: it
+        says phrases of the transition the turn's took and nothing more ("Sure, | go ahead." at a
+        read-back). Whisper may hear the turn's own last words again before it ("No, at 8.")."""
         flow = self.tool_rounds.flow
         if flow is None or r.heard_move is None:
             return False
         step, function = r.heard_move
-        return flow.phrase_transitions(step, went_on, self.floor.language.current) == [function]
+        return flow.says_only(step, function, went_on, self.floor.language.current)
 
     def reads_first(self) -> bool:
         """Whether the person's turn is read before the model may answer it: the step collects fields,

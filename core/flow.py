@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.language import Language
-from core.phrases import holds_phrase
+from core.phrases import holds_phrase, without_phrases
+from core.words import words
 
 # What the model's context holds when a step is entered: every turn so far ("all"), none of
 # them ("none"), the last N turns (an int), or a summary of what came before ("summary").
@@ -216,11 +217,12 @@ class FlowRun:
                 return t
         return None
 
-    def phrase_transitions(self, step: str, said: str, language: Language) -> list[str]:
-        """The transitions of step ``step`` one of whose phrases ``said`` holds (their functions)."""
-        return [
-            t.function for t in self.flow.steps[step].transitions if t.when and holds_phrase(said, t.when, language)
-        ]
+    def says_only(self, step: str, function: str, said: str, language: Language) -> bool:
+        """Whether ``said`` holds a phrase of step ``step``'s transition ``function``, and nothing else
+        but closing words and backchannels ("Go ahead." to a read-back; not "No, at 8.": "at 8")."""
+        when = next((t.when for t in self.flow.steps[step].transitions if t.function == function), ())
+        rest, found = without_phrases(said, (*when, *language.closings), language, numbers=True)
+        return found and all(w in language.backchannels for w in words(rest))
 
     def auto_transition(self) -> Transition | None:
         """The step's first automatic transition whose needs are all collected (None: none yet)."""
