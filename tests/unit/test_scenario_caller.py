@@ -15,7 +15,7 @@ from core.events import PlaybackStart, TtsChunk, TurnEnd
 from voice.scenario.caller import CallerFeed, CallerTurns, holds, questions
 from voice.scenario.feed import Feed
 from voice.scenario.person import KEY_GAP_S, TurnAudio, render
-from voice.scenario.spec import Answer, Caller, Cue, ScenarioError, scenario_from
+from voice.scenario.spec import Answer, Caller, Cue, Keys, ScenarioError, line_turn, scenario_from
 
 BOOKING = Caller(
     (  # the first answer that matches is said: "Under what name shall I book it?" asks the name
@@ -169,3 +169,22 @@ def test_a_keypad_turn_presses_its_keys_at_their_times_in_silence():
     assert [round(t, 2) for t, _ in pressed] == [3.0, 3.0 + KEY_GAP_S, 3.0 + 2 * KEY_GAP_S]
     with pytest.raises(ScenarioError, match=r"turns\[0\].keys: keys of a phone's keypad are needed"):
         scenario_from({"turns": [{"keys": "12x"}]}, Path("x.yaml"))
+
+
+def test_a_callers_line_may_be_keys_pressed_on_the_keypad():
+    """``say: {keys: "4#"}``: the answer is keyed, as a phone caller may key the party size."""
+    scenario = scenario_from(
+        {"turns": [{"say": "A table."}], "caller": {"answers": [{"when": ["how many"], "say": [{"keys": "4#"}]}]}},
+        Path("x.yaml"),
+    )
+    assert scenario.caller.answers[0].say == (Keys("4#"),)
+    caller = CallerTurns(scenario.caller)
+    replied(caller, 1, "For how many people?")
+    assert caller.next_line(3.0, 1.0) == (Keys("4#"), 3.0)
+    keyed = render(line_turn(Keys("4#")), scenario.person, lambda: None, 22050, lambda a, lang: [])  # type: ignore[arg-type,return-value]
+    assert keyed.keys == ((0.0, "4"), (KEY_GAP_S, "#")) and line_turn(Keys("4#")).label == "keys 4#"
+    with pytest.raises(ScenarioError, match=r"caller.answers\[0\].say\[0\].keys: keys of a phone's keypad"):
+        scenario_from(
+            {"turns": [{"say": "Hi."}], "caller": {"answers": [{"when": ["how"], "say": [{"keys": "4x"}]}]}},
+            Path("x.yaml"),
+        )

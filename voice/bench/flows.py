@@ -1,15 +1,16 @@
 """Agents as flows (issue 46): the restaurant's booking line on spoken callers, and what a step's
 transition costs the reply (``python -m voice.bench flows``).
 
-Each of the 20 variants is a caller who books a table at Luigi's (``agents/restaurant.yaml``),
+Each of the 21 variants is a caller who books a table at Luigi's (``agents/restaurant.yaml``),
 said by a voice that is not the assistant's, on the real engines and virtual time: other
 phrasings, fillers, a correction at the read-back, everything said at once, numbers in digits and
-in words, interruptions of the read-back. A caller answers what the line asks (a scenario
-``caller:``, voice/scenario/caller.py) and corrects a read-back that lacks what they want, as a
-person would. It counts the callers that end with the right booking (the booking tool called, the
-call ended, the name, party, day and time in the state) and the turns it took. A reply's
-voice-to-voice (the end of the speech to its first sample, virtual time) is grouped by whether the
-reply entered a step, so the transition's cost is read beside the turns without one.
+in words and keyed on the phone's keypad, interruptions of the read-back. A caller answers what
+the line asks (a scenario ``caller:``, voice/scenario/caller.py) and corrects a read-back that
+lacks what they want, as a person would. It counts the callers that end with the right booking
+(the booking tool called, the call ended, the name, party, day and time in the state) and the
+turns it took. A reply's voice-to-voice (the end of the speech to its first sample, virtual time)
+is grouped by whether the reply entered a step, so the transition's cost is read beside the turns
+without one.
 ``--context``: every step's context set to one choice (all, none, summary, a number of turns), to
 read what a transition costs with each; ``--llm-model``: the line on another bundled model.
 """
@@ -34,7 +35,7 @@ from core.grounded import UNIT_WORDS
 from voice.bench.common import nearest_rank
 from voice.scenario.caller import holds
 from voice.scenario.runner import LoadedEngines, ScenarioResult, run_scenario
-from voice.scenario.spec import Answer, Caller, Cue, Person, Scenario, ScenarioError, Turn
+from voice.scenario.spec import Answer, Caller, Cue, Keys, Line, Person, Scenario, ScenarioError, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "agents" / "restaurant.yaml"
@@ -51,7 +52,7 @@ class Variant:
 
     name: str
     opening: tuple[str, ...]
-    answers: tuple[str, str, str, str]  # to the name, the party, the day, the time
+    answers: tuple[str, Line, str, str]  # to the name, the party (said, or keyed), the day, the time
     yes: str
     booking: dict[str, str]
     fix: dict[str, str] = field(default_factory=dict)
@@ -251,6 +252,13 @@ VARIANTS = (
         ("Davis.", "Three.", "Wednesday.", "At six."),
         "Sure, go ahead.",
         booking("Davis", 3, "Wednesday", ("6|six", "at six")),
+    ),
+    Variant(
+        "keyed party",
+        ("I'd like to book a table.",),
+        ("Lee.", Keys("3#"), "Saturday.", "At seven."),
+        "Yes.",
+        booking("Lee", 3, "Saturday", SEVEN),
     ),
     Variant(
         "quarter to",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from core.events import Event, PlaybackStart, TtsChunk, TurnEnd
 from core.words import words
 from voice.scenario.person import TurnAudio
-from voice.scenario.spec import Answer, Caller, Cue
+from voice.scenario.spec import Answer, Caller, Cue, Line
 
 AFTER_REPLY_S = 0.5  # a caller answers this long after the assistant is quiet, as NEXT_CUE
 
@@ -41,7 +41,7 @@ class CallerTurns:
     """The caller in a conversation: which line to say next, and when."""
 
     caller: Caller
-    said: list[str] = field(default_factory=list)  # the caller's lines, in order
+    said: list[Line] = field(default_factory=list)  # the caller's lines, in order
     _replies: dict[int, str] = field(default_factory=dict)  # each reply's text so far
     _since: set[int] = field(default_factory=set)  # replies since the caller last spoke
     _playing: list[tuple[int, float]] = field(default_factory=list)  # replies started since then, and when
@@ -64,7 +64,7 @@ class CallerTurns:
     def done(self) -> bool:
         return self._done or len(self.said) >= self.caller.max_turns
 
-    def next_line(self, now: float, quiet_s: float | None) -> tuple[str, float] | None:
+    def next_line(self, now: float, quiet_s: float | None) -> tuple[Line, float] | None:
         """The next line and when to start it (seconds on the timeline), or None: nothing to say
         yet. ``quiet_s``: how long the assistant has been quiet (None: it is not). A finished
         reply that no answer matches, with no ``otherwise``, ends the caller."""
@@ -87,7 +87,7 @@ class CallerTurns:
         self._done = True
         return None
 
-    def _over_line(self) -> tuple[str, float] | None:
+    def _over_line(self) -> tuple[Line, float] | None:
         for i, answer in enumerate(self.caller.answers):
             if answer.over_s is None or i in self._over_done:
                 continue
@@ -98,7 +98,7 @@ class CallerTurns:
                     return self._say(self._line(i, answer, heard), start + answer.over_s)
         return None
 
-    def _line(self, i: int, answer: Answer, heard: str) -> str:
+    def _line(self, i: int, answer: Answer, heard: str) -> Line:
         for phrase, line in answer.unless:
             if not holds(heard, phrase):
                 return line
@@ -106,7 +106,7 @@ class CallerTurns:
         self._asked[i] = n + 1
         return answer.say[min(n, len(answer.say) - 1)]
 
-    def _say(self, line: str, at: float) -> tuple[str, float]:
+    def _say(self, line: Line, at: float) -> tuple[Line, float]:
         self.said.append(line)
         self._since.clear()
         self._playing.clear()
@@ -114,10 +114,11 @@ class CallerTurns:
 
 
 class CallerFeed:
-    """The caller's lines as the feed's further turns: each rendered up front (``audio``), started
+    """The caller's lines as the feed's further turns: each rendered up front (``audio``; keys as a
+    keypad turn), started
     at its time; done once the caller is, or the conversation was ended (``ended``)."""
 
-    def __init__(self, caller: CallerTurns, audio: dict[str, TurnAudio], ended: Callable[[], bool]) -> None:
+    def __init__(self, caller: CallerTurns, audio: dict[Line, TurnAudio], ended: Callable[[], bool]) -> None:
         self.caller = caller
         self.audio = audio
         self.ended = ended

@@ -40,7 +40,7 @@ from voice.scenario.caller import CallerFeed, CallerTurns
 from voice.scenario.expect import Check, Judgement, Observed, check
 from voice.scenario.feed import Feed, Placed
 from voice.scenario.person import TurnAudio, render, room_audio
-from voice.scenario.spec import Cue, Scenario, ScenarioError, Turn
+from voice.scenario.spec import Cue, Line, Scenario, ScenarioError, line_turn
 
 FIRST_CUE = Cue("at", 0.5)
 NEXT_CUE = Cue("after_reply_end", 0.5)  # a person who waits for the answer, then speaks
@@ -207,7 +207,7 @@ async def run_scenario(
         if servers is not None:
             await servers.close()
     caller_said = caller.said if caller is not None else []
-    said = [t.label for t in (*scenario.turns, *(Turn(text=line) for line in caller_said))]
+    said = [t.label for t in (*scenario.turns, *(line_turn(line) for line in caller_said))]
     observed = Observed(events, session.history.to_json(), feed.placed, ended=session.ended.is_set(), said=said)
     rec = device.recording
     wanted = [t.expect for t in scenario.turns] + [scenario.expect]
@@ -218,7 +218,7 @@ async def run_scenario(
     return ScenarioResult(scenario, check(scenario, observed), observed, rec, engines.output_rate, turns)
 
 
-def _render_all(scenario: Scenario, engines: Engines) -> tuple[list[TurnAudio], dict[str, TurnAudio]]:
+def _render_all(scenario: Scenario, engines: Engines) -> tuple[list[TurnAudio], dict[Line, TurnAudio]]:
     """The turns' audio, and each line the caller may say (by its text)."""
     person = scenario.person
     # Made on the first text turn: a scenario of recordings loads no voice of the person's.
@@ -230,7 +230,7 @@ def _render_all(scenario: Scenario, engines: Engines) -> tuple[list[TurnAudio], 
 
     turns = [render(t, person, voice, engines.output_rate, word_times) for t in scenario.turns]
     lines = scenario.caller.lines() if scenario.caller is not None else []
-    said = {line: render(Turn(text=line), person, voice, engines.output_rate, word_times) for line in lines}
+    said = {line: render(line_turn(line), person, voice, engines.output_rate, word_times) for line in lines}
     return turns, said
 
 

@@ -134,6 +134,24 @@ class Echo:
 
 
 @dataclass(frozen=True)
+class Keys:
+    """A caller's line pressed on the phone's keypad rather than said (``{keys: "4#"}``)."""
+
+    keys: str
+
+    def turn(self) -> Turn:
+        return Turn(keys=self.keys)
+
+
+Line = str | Keys  # what a caller says, or keys
+
+
+def line_turn(line: Line) -> Turn:
+    """The person's turn that says (or keys) a caller's ``line``."""
+    return line.turn() if isinstance(line, Keys) else Turn(text=line)
+
+
+@dataclass(frozen=True)
 class Answer:
     """What the caller says when a reply holds one of ``when`` (case and punctuation ignored).
 
@@ -144,11 +162,11 @@ class Answer:
     it is never said after a reply."""
 
     when: tuple[str, ...]
-    say: tuple[str, ...]
-    unless: tuple[tuple[str, str], ...] = ()
+    say: tuple[Line, ...]
+    unless: tuple[tuple[str, Line], ...] = ()
     over_s: float | None = None
 
-    def lines(self) -> list[str]:
+    def lines(self) -> list[Line]:
         return [*self.say, *(line for _, line in self.unless)]
 
 
@@ -158,10 +176,10 @@ class Caller:
     none matches gets ``otherwise`` (None: the caller says nothing more). At most ``max_turns``."""
 
     answers: tuple[Answer, ...]
-    otherwise: str | None = None
+    otherwise: Line | None = None
     max_turns: int = 12
 
-    def lines(self) -> list[str]:
+    def lines(self) -> list[Line]:
         """Every line the caller may say, each once."""
         out = [line for a in self.answers for line in a.lines()]
         if self.otherwise:
@@ -316,9 +334,7 @@ class _Reader:
             )
         text = audio = keys = None
         if "keys" in t:
-            keys = str(t["keys"])
-            if not keys or set(keys) - KEYPAD_KEYS:
-                raise self.fail(f"{where}.keys", f"keys of a phone's keypad are needed (0-9 * # A-D), not {keys!r}")
+            keys = self.keys(t["keys"], f"{where}.keys")
         elif "say" in t:
             if not isinstance(t["say"], str) or not t["say"].strip():
                 raise self.fail(f"{where}.say", "the text to say is needed")
@@ -355,7 +371,7 @@ class _Reader:
         if not isinstance(c.get("answers"), list) or not c["answers"]:
             raise self.fail(f"{where}.answers", "a list of answers is needed")
         answers = tuple(self.answer(a, f"{where}.answers[{i}]") for i, a in enumerate(c["answers"]))
-        otherwise = self.lines(c["otherwise"], f"{where}.otherwise")[0] if "otherwise" in c else None
+        otherwise = self.said(c["otherwise"], f"{where}.otherwise")[0] if "otherwise" in c else None
         max_turns = int(self.number(c.get("max_turns", 12), f"{where}.max_turns"))
         return Caller(answers, otherwise, max_turns)
 
@@ -366,10 +382,32 @@ class _Reader:
         unless = self.mapping(a.get("unless", {}), f"{where}.unless")
         return Answer(
             when=self.lines(a["when"], f"{where}.when"),
-            say=self.lines(a["say"], f"{where}.say"),
-            unless=tuple((str(k), self.lines(v, f"{where}.unless.{k}")[0]) for k, v in unless.items()),
+            say=self.said(a["say"], f"{where}.say"),
+            unless=tuple((str(k), self.said(v, f"{where}.unless.{k}")[0]) for k, v in unless.items()),
             over_s=self.number(a["over_s"], f"{where}.over_s") if "over_s" in a else None,
         )
+
+    def said(self, value: Any, where: str) -> tuple[Line, ...]:
+        """A caller's line, or a list of them: a text, or ``{keys: "4#"}`` pressed on the keypad."""
+        given = value if isinstance(value, list) else [value]
+        out: list[Line] = []
+        for i, v in enumerate(given):
+            if isinstance(v, dict):
+                keyed = self.mapping(v, f"{where}[{i}]", {"keys"})
+                if "keys" not in keyed:
+                    raise self.fail(f"{where}[{i}]", 'a text, or keys: {keys: "4#"}')
+                out.append(Keys(self.keys(keyed["keys"], f"{where}[{i}].keys")))
+            else:
+                out += self.lines(v, where)
+        if not out:
+            raise self.fail(where, "a text or a list of texts is needed")
+        return tuple(out)
+
+    def keys(self, value: Any, where: str) -> str:
+        keys = str(value)
+        if not keys or set(keys) - KEYPAD_KEYS:
+            raise self.fail(where, f"keys of a phone's keypad are needed (0-9 * # A-D), not {keys!r}")
+        return keys
 
     def lines(self, value: Any, where: str) -> tuple[str, ...]:
         """A text, or a list of texts (none empty)."""
