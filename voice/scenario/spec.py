@@ -139,16 +139,13 @@ class Keys:
 
     keys: str
 
-    def turn(self) -> Turn:
-        return Turn(keys=self.keys)
-
 
 Line = str | Keys  # what a caller says, or keys
 
 
 def line_turn(line: Line) -> Turn:
     """The person's turn that says (or keys) a caller's ``line``."""
-    return line.turn() if isinstance(line, Keys) else Turn(text=line)
+    return Turn(keys=line.keys) if isinstance(line, Keys) else Turn(text=line)
 
 
 @dataclass(frozen=True)
